@@ -1,0 +1,181 @@
+"""compile: ONNX file -> prepared graph -> Relax -> fused kernels -> (tuning records) -> VM executable -> package."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .errors import TunerError
+from .fusion import FusionStrategy, get_strategy
+from .lowering import kernel_sites, lower, primfuncs
+from .onnx_model import PreparedModel, prepare_model
+from .target import TargetSpec, host_cpu_name, resolve_target
+
+
+@dataclass
+class BuildResult:
+    prepared: PreparedModel
+    target: TargetSpec
+    strategy: FusionStrategy
+    fused_mod: object  # IRModule after fusion and scheduling
+    executable: object
+    kernels: list  # KernelSite per launch
+    provenance: object
+    db_info: dict | None = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernels)
+
+
+def thread_unbound_kernels(mod) -> list[str]:
+    """PrimFuncs that would run as host code on a GPU target: no loop bound to a GPU thread."""
+    import tvm
+    from tvm import tirx
+
+    unbound = []
+    for name, func in primfuncs(mod).items():
+        found = []
+
+        def visit(node):
+            if isinstance(node, tirx.For) and node.kind == tirx.ForKind.THREAD_BINDING:
+                found.append(node)
+            elif isinstance(node, tirx.AttrStmt) and node.attr_key == "thread_extent":
+                found.append(node)
+
+        tirx.stmt_functor.post_order_visit(func.body, visit)
+        if not found:
+            unbound.append(name)
+    del tvm
+    return unbound
+
+
+def schedule_for_gpu(mod, target_spec: TargetSpec):
+    """dlight's default rules for every kernel without a tuned schedule, then insist each is thread-bound."""
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    target = target_spec.tvm_target()
+    with target:
+        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                      dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+    unbound = thread_unbound_kernels(mod)
+    if unbound:
+        raise TunerError(f"CUDA build: {len(unbound)} kernel(s) have no GPU thread binding and would silently run "
+                         f"as host code: {', '.join(unbound[:8])}", "this is a bug in scheduling; please report it")
+    del tvm
+    return mod
+
+
+def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy,
+                   db_dir: str | None = None) -> BuildResult:
+    import tvm
+
+    from .frontend import import_to_relax
+
+    timings = {}
+    t0 = time.perf_counter()
+    mod, _, provenance = import_to_relax(prepared)
+    timings["import_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fused = lower(mod, target_spec, strategy)
+    timings["fuse_s"] = time.perf_counter() - t0
+    db_info = None
+    if db_dir:
+        from .database import apply_database
+
+        fused, db_info = apply_database(fused, target_spec, db_dir)
+    if target_spec.is_gpu:
+        fused = schedule_for_gpu(fused, target_spec)
+    t0 = time.perf_counter()
+    try:
+        with tvm.transform.PassContext(opt_level=3):
+            executable = tvm.compile(fused, target=target_spec.tvm_target(), relax_pipeline="default_build")
+    except Exception as err:
+        raise TunerError(f"TVM build failed for {prepared.path} on {target_spec.key}: "
+                         f"{str(err).strip().splitlines()[-1]}", "run with --debug for the full trace") from err
+    timings["build_s"] = time.perf_counter() - t0
+    return BuildResult(prepared, target_spec, strategy, fused, executable, kernel_sites(fused), provenance,
+                       db_info, timings)
+
+
+def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
+    import contextlib
+    import io
+
+    with tempfile.TemporaryDirectory(prefix="ftbuild-") as tmp:
+        path = os.path.join(tmp, "model.so")
+        # export_library prints harmless "Scope Saving" chatter on stdout.
+        with contextlib.redirect_stdout(io.StringIO()):
+            executable.export_library(path)
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def manifest_for(result: BuildResult, build_seconds: float) -> dict:
+    import tvm
+    import tvm_ffi
+
+    p = result.prepared
+    return {
+        "model": {"file": os.path.basename(p.path), "sha256": p.sha256, "name": p.name},
+        "inputs": [{"name": i.name, "shape": list(p.shapes[i.name]), "dtype": i.dtype} for i in p.inputs],
+        "outputs": [{"name": o.name, "shape": o.shape, "dtype": o.dtype} for o in p.outputs],
+        "consts": p.consts,
+        "preparation": p.notes,
+        "target": result.target.to_json(),
+        "host": host_cpu_name() if not result.target.is_gpu else None,
+        "num_threads": result.target.config.get("num-cores"),
+        "tvm_version": tvm.__version__,
+        "tvm_ffi_version": tvm_ffi.__version__,
+        "fusion": result.strategy.name,
+        "kernels": result.num_kernels,
+        "kernel_names": [k.kernel for k in result.kernels],
+        "tuning_db": result.db_info,
+        "build_seconds": round(build_seconds, 3),
+        "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_build(result: BuildResult, output: str, build_seconds: float) -> dict:
+    from .package import LIBRARY, write_package
+
+    lib = export_library_bytes(result.executable, result.target)
+    return write_package(output, {LIBRARY: lib}, manifest_for(result, build_seconds))
+
+
+def output_shapes_from_build(result: BuildResult) -> None:
+    """Fill output shapes the ONNX graph left symbolic from what Relax inferred."""
+    from tvm import relax
+
+    ret = result.fused_mod["main"].ret_ty if hasattr(result.fused_mod["main"], "ret_ty") else None
+    if ret is None:
+        return
+    fields = list(ret.fields) if isinstance(ret, relax.TupleType) else [ret]
+    for out, ty in zip(result.prepared.outputs, fields):
+        if isinstance(ty, relax.TensorType) and ty.shape is not None:
+            try:
+                out.shape = [int(d) for d in ty.shape.values]
+            except Exception:
+                pass
+            out.dtype = str(ty.dtype)
+
+
+def compile_model(model: str, output: str, target: str = "auto", fusion: str = "tvm", db: str | None = None,
+                  shapes: dict | None = None, consts: dict | None = None) -> tuple[BuildResult, dict]:
+    """The `compile` command's work: returns the build and the manifest written to `output`."""
+    from .package import check_writable
+
+    strategy = get_strategy(fusion)
+    target_spec = resolve_target(target)
+    check_writable(output)
+    t0 = time.perf_counter()
+    prepared = prepare_model(model, shapes, consts)
+    result = build_prepared(prepared, target_spec, strategy, db)
+    output_shapes_from_build(result)
+    manifest = write_build(result, output, time.perf_counter() - t0)
+    return result, manifest

@@ -1,0 +1,78 @@
+"""check: can this ONNX model be built? Everything wrong is listed before any build starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import TunerError, UnsupportedModelError
+from .onnx_model import default_opset, graph_inputs, graph_outputs, load_onnx, op_histogram, prepare_model
+
+
+@dataclass
+class CheckReport:
+    path: str
+    opset: int
+    ir_version: int
+    producer: str
+    ops: dict
+    inputs: list
+    outputs: list
+    dynamic_inputs: list = field(default_factory=list)  # inputs whose dims still need --input-shape
+    unsupported: list = field(default_factory=list)  # [{op, nodes, reason}]
+    preparation: list = field(default_factory=list)  # what was folded or frozen
+    folded: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)
+
+    @property
+    def buildable(self) -> bool:
+        return not self.problems and not self.unsupported and not self.dynamic_inputs
+
+    def to_json(self) -> dict:
+        return {"model": self.path, "opset": self.opset, "ir_version": self.ir_version, "producer": self.producer,
+                "ops": self.ops, "nodes": sum(self.ops.values()),
+                "inputs": [i.to_json() for i in self.inputs], "outputs": [o.to_json() for o in self.outputs],
+                "dynamic_inputs": self.dynamic_inputs, "unsupported": self.unsupported,
+                "preparation": self.preparation, "folded": self.folded, "problems": self.problems,
+                "buildable": self.buildable}
+
+
+def check_model(path: str, shapes: dict | None = None, consts: dict | None = None) -> CheckReport:
+    from .frontend import import_to_relax, unsupported_nodes
+
+    model = load_onnx(path)
+    shapes = dict(shapes or {})
+    report = CheckReport(path=path, opset=default_opset(model), ir_version=model.ir_version,
+                         producer=f"{model.producer_name} {model.producer_version}".strip(),
+                         ops=op_histogram(model), inputs=graph_inputs(model), outputs=graph_outputs(model))
+    for op, nodes in unsupported_nodes(model).items():
+        report.unsupported.append({"op": op, "nodes": nodes, "reason": "no converter in TVM's Relax ONNX frontend"})
+    consts = dict(consts or {})
+    report.dynamic_inputs = [
+        {"name": i.name, "shape": i.shape, "dynamic_dims": i.dynamic_dims}
+        for i in report.inputs if (i.dynamic_dims or i.shape == [None]) and i.name not in shapes and i.name not in consts
+    ]
+    if report.dynamic_inputs or report.unsupported:
+        return report  # a trial import would only repeat these
+    try:
+        prepared = prepare_model(path, shapes, consts)
+    except TunerError as err:
+        report.problems.append(str(err))
+        return report
+    report.preparation = prepared.notes
+    report.folded = prepared.folded
+    report.inputs = prepared.inputs
+    # A trial import finds what the op table cannot: converters that reject attributes or dynamic shapes.
+    try:
+        import_to_relax(prepared)
+    except UnsupportedModelError as err:
+        op, node, reason = _parse_conversion_error(err.message)
+        report.unsupported.append({"op": op, "nodes": [node], "reason": reason})
+    return report
+
+
+def _parse_conversion_error(message: str) -> tuple[str, str, str]:
+    # "TVM's ONNX frontend cannot convert OP node 'NAME': REASON"
+    import re
+
+    m = re.match(r"TVM's ONNX frontend cannot convert (\S+) node '(.*?)': (.*)", message, re.S)
+    return (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", message)

@@ -1,0 +1,63 @@
+"""Arguments shared by several subcommands, and output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import help as H
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS", help=H.INPUT_SHAPE)
+    p.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help=H.CONST)
+
+
+def add_target_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="auto", help=H.TARGET)
+
+
+def add_fusion_arg(p: argparse.ArgumentParser, default: str = "tvm") -> None:
+    from ..fusion import known_strategies
+
+    p.add_argument("--fusion", default=default, help=H.FUSION.format(known=", ".join(known_strategies())))
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help=H.JSON)
+    p.add_argument("--debug", action="store_true", help=H.DEBUG)
+
+
+def parse_model_args(args):
+    from ..shapes import parse_consts, parse_input_shapes
+
+    return parse_input_shapes(args.input_shape), parse_consts(args.const)
+
+
+def print_json(doc) -> None:
+    json.dump(doc, sys.stdout, indent=2, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    return str(o)
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def err_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)

@@ -1,0 +1,44 @@
+"""`fusion-tuner compile MODEL.onnx -o model.ftpkg`."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+from . import help as H
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{H.PROG} compile", description=H.COMMANDS["compile"])
+    common.add_model_args(p)
+    common.add_target_arg(p)
+    common.add_fusion_arg(p)
+    p.add_argument("--db", help=H.DB)
+    p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
+    common.add_output_flags(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    shapes, consts = common.parse_model_args(args)
+    from ..build import compile_model
+
+    result, manifest = compile_model(args.model, args.output, target=args.target, fusion=args.fusion, db=args.db,
+                                     shapes=shapes, consts=consts)
+    summary = {"package": args.output, "target": manifest["target"]["key"], "fusion": manifest["fusion"],
+               "kernels": manifest["kernels"], "build_seconds": manifest["build_seconds"],
+               "timings": result.timings, "preparation": manifest["preparation"], "tuning_db": manifest["tuning_db"]}
+    if args.json:
+        common.print_json(summary)
+        return 0
+    con = common.console()
+    for note in manifest["preparation"]:
+        con.print(f"[cyan]prepared:[/] {note}")
+    if manifest["tuning_db"]:
+        db = manifest["tuning_db"]
+        con.print(f"tuning db {db['path']}: {db['applied']} of {db['kernels']} kernels tuned"
+                  + (f"; default schedules for: {', '.join(db['untuned'][:8])}" if db["untuned"] else ""))
+    con.print(f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
+              f"target={manifest['target']['key']}, built in {manifest['build_seconds']:.1f} s")
+    return 0

@@ -1,0 +1,30 @@
+"""All help text in one place."""
+
+PROG = "fusion-tuner"
+DESCRIPTION = "Tune every fused kernel of an ONNX model with TVM, and see what fusion bought you."
+
+COMMANDS = {
+    "check": "validate an ONNX model and list everything that would stop a build",
+    "compile": "build an ONNX model into one deployable package (.ftpkg)",
+    "run": "run a package: latency table, and verification against ONNX Runtime",
+    "plan": "show the fusion plan: which ONNX nodes go into which kernel, and why boundaries were drawn",
+    "tune-model": "tune every fused kernel with MetaSchedule, then build the tuned package",
+    "db": "inspect or merge tuning databases",
+    "compare": "build with several fusion strategies and report what fusion changes",
+}
+
+INPUT_SHAPE = ("bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repeatable, and one flag may hold "
+               "several space-separated NAME:DIMS")
+CONST = "freeze a scalar input to a constant, NAME=VALUE (e.g. sr=16000), so branches on it can be folded"
+TARGET = ("auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
+          "GPU) or cuda:sm_XX")
+FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
+DB = "tuning database folder to apply (records for another target are refused)"
+OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
+JSON = "print a JSON document instead of tables"
+DEBUG = "show full tracebacks on errors"
+VERIFY = "ONNX model to run in ONNX Runtime on the same inputs and compare against"
+FILL = "inputs to generate when --inputs is not given (random is seeded and repeatable)"
+REPEAT = "timed runs after warm-up"
+TOLERANCE = ("outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
+             "(rtol 1e-3, atol 1e-4); integer outputs must match exactly")

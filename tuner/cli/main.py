@@ -1,0 +1,67 @@
+"""Entry point: `fusion-tuner SUBCOMMAND ...`; errors become one clear message and exit code 2."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from . import help as H
+
+# subcommand -> module in tuner.cli (each has main(argv) -> int)
+SUBCOMMANDS = {"check": "check", "compile": "compile", "run": "run", "plan": "plan", "tune-model": "tune_model",
+               "db": "db", "compare": "compare"}
+
+
+def _usage() -> str:
+    lines = [f"usage: {H.PROG} COMMAND [options]", "", H.DESCRIPTION, "", "commands:"]
+    lines += [f"  {name:<11} {H.COMMANDS[name]}" for name in SUBCOMMANDS if _available(name)]
+    lines += ["", f"`{H.PROG} COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def _available(name: str) -> bool:
+    return importlib.util.find_spec(f"tuner.cli.{SUBCOMMANDS[name]}") is not None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        from .. import __version__
+
+        print(__version__)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS or not _available(name):
+        print(f"{H.PROG}: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    debug = "--debug" in rest
+    from ..errors import TunerError
+
+    try:
+        module = importlib.import_module(f"tuner.cli.{SUBCOMMANDS[name]}")
+        return int(module.main(rest) or 0)
+    except TunerError as err:
+        if debug:
+            raise
+        print(f"{H.PROG} {name}: error: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"  hint: {err.hint}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print(f"{H.PROG} {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # a bug, not bad input: still one line unless --debug
+        if debug:
+            raise
+        print(f"{H.PROG} {name}: internal error: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}\n"
+              f"  hint: rerun with --debug for the traceback and report it", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""`fusion-tuner run model.ftpkg`: latency table; `--verify MODEL.onnx` compares with ONNX Runtime."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+from . import help as H
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{H.PROG} run", description=H.COMMANDS["run"], epilog=H.TOLERANCE)
+    p.add_argument("package", help="a .ftpkg built by compile or tune-model")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--inputs", help="a .npz with one array per input name")
+    src.add_argument("--fill", choices=["random", "zeros", "ones"], default="random", help=H.FILL)
+    p.add_argument("--seed", type=int, default=0, help="seed for --fill random")
+    p.add_argument("--outputs", help="write the outputs to this .npz")
+    p.add_argument("--verify", metavar="MODEL.onnx", help=H.VERIFY)
+    p.add_argument("--repeat", type=int, default=20, help=H.REPEAT)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--device", choices=["cpu", "cuda"], help="device to run on (default: the package's)")
+    common.add_output_flags(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.repeat < 1:
+        from ..errors import TunerError
+
+        raise TunerError("--repeat must be at least 1")
+    from ..inference import run_package
+
+    result = run_package(args.package, inputs=args.inputs, fill=args.fill, seed=args.seed, outputs=args.outputs,
+                         verify=args.verify, repeat=args.repeat, warmup=args.warmup, device=args.device)
+    if args.json:
+        common.print_json(result)
+    else:
+        render(result)
+    return 0 if (result.get("verify") or {}).get("ok", True) else 1
+
+
+def render(result) -> None:
+    from rich.table import Table
+
+    con = common.console()
+    lat = result["latency_ms"]
+    t = Table(title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, {result['kernels']} kernels, "
+                    f"{lat['runs']} runs)", title_justify="left")
+    for col in ("mean", "median", "p90", "min", "max", "std"):
+        t.add_column(col + " ms", justify="right")
+    t.add_row(*(f"{lat[k]:.3f}" for k in ("mean", "median", "p90", "min", "max", "std")))
+    con.print(t)
+    if result.get("outputs_file"):
+        con.print(f"outputs written to {result['outputs_file']}")
+    v = result.get("verify")
+    if v:
+        status = "[green]PASS[/]" if v["ok"] else "[red]FAIL[/]"
+        con.print(f"verify vs ONNX Runtime: {status}  max_abs_err={v['max_abs_err']:.3g}  "
+                  f"max_rel_err={v['max_rel_err']:.3g}  (rtol {v['rtol']}, atol {v['atol']})")
+        for name, o in v["outputs"].items():
+            if not o["ok"]:
+                detail = o.get("error") or f"max_abs_err={o['max_abs_err']:.3g}"
+                con.print(f"  [red]{name}[/]: {detail}")

@@ -1,0 +1,163 @@
+"""ONNX -> Relax import that keeps provenance.
+
+TVM's importer drops ONNX node names. Our subclass emits each node's result as a binding named after the node,
+and records, for every binding emitted while converting a node, which node it came from. Pass pipelines keep
+binding names (LegalizeOps rewrites values, FuseOps moves bindings into groups), so every fused kernel can be
+traced back to the ONNX nodes inside it. A conversion failure is reported with the node that caused it.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import onnx
+
+from .errors import TunerError, UnsupportedModelError
+from .onnx_model import PreparedModel, iter_nodes, node_label
+
+
+@dataclass
+class OnnxNodeRef:
+    name: str
+    op_type: str
+
+    def to_json(self):
+        return {"name": self.name, "op": self.op_type}
+
+
+@dataclass
+class Provenance:
+    """Relax binding name -> ONNX node it was converted from."""
+
+    by_var: dict[str, OnnxNodeRef] = field(default_factory=dict)
+    nodes: list[OnnxNodeRef] = field(default_factory=list)  # in graph order
+
+    def lookup(self, var_name: str) -> OnnxNodeRef | None:
+        if var_name in self.by_var:
+            return self.by_var[var_name]
+        # Passes derive names from existing ones (e.g. "conv_1_split", "lv3_1"): strip suffixes.
+        base = re.sub(r"(_\d+)+$", "", var_name)
+        return self.by_var.get(base)
+
+
+def supported_ops() -> set[str]:
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    return set(onnx_frontend._get_convert_map()) | {"If", "Constant"}
+
+
+def unsupported_nodes(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """op -> names of the nodes (subgraphs included) that TVM's ONNX frontend has no converter for."""
+    known = supported_ops()
+    missing: dict[str, list[str]] = {}
+    for i, (node, prefix) in enumerate(iter_nodes(model.graph)):
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        if node.op_type not in known or node.domain not in ("", "ai.onnx"):
+            missing.setdefault(op, []).append(prefix + node_label(node, i))
+    return missing
+
+
+def _sanitize(name: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_")
+    return s if s and not s[0].isdigit() else f"n_{s}"
+
+
+def _make_importer_class():
+    from tvm import relax
+    from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
+
+    class ProvenanceImporter(ONNXGraphImporter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.provenance = Provenance()
+            self.current_node: OnnxNodeRef | None = None
+            self._marks: list[tuple[OnnxNodeRef, str]] = []  # (node, name of its last binding)
+            self._index = 0
+
+        def _construct_nodes(self, graph):
+            # Wrap each node so failures name it: iterate one node at a time through the base method.
+            for node in graph.node:
+                ref = OnnxNodeRef(node_label(node, self._index), node.op_type)
+                self._index += 1
+                self.current_node = ref
+                self.provenance.nodes.append(ref)
+                single = onnx.GraphProto()
+                single.node.append(node)
+                try:
+                    super()._construct_nodes(single)
+                except TunerError:
+                    raise
+                except Exception as err:
+                    msg = str(err).strip().splitlines()
+                    msg = msg[-1] if msg else type(err).__name__
+                    raise UnsupportedModelError(
+                        f"TVM's ONNX frontend cannot convert {node.op_type} node {ref.name!r}: {msg}",
+                        hint=_hint_for(node.op_type, msg),
+                    ) from err
+
+        def _convert_operator(self, op_name, inputs, attrs, opset):
+            sym = super()._convert_operator(op_name, inputs, attrs, opset)
+            ref = self.current_node
+            if ref is not None and isinstance(sym, relax.Call):
+                # Bind the node's result under its own name, so it is traceable after every pass.
+                sym = self.bb.emit(sym, name_hint=_sanitize(ref.name))
+                self.provenance.by_var[sym.name] = ref
+            return sym
+
+    return ProvenanceImporter
+
+
+def _hint_for(op: str, msg: str) -> str:
+    if "Shape" in msg or "dynamic" in msg.lower() or "ShapeExpr" in msg:
+        return "bind every input with --input-shape so shape subgraphs can be folded (onnxsim runs automatically)"
+    if op == "If":
+        return "freeze the input the branch depends on with --const NAME=VALUE"
+    return "this op or attribute combination is not implemented in TVM 0.27's Relax ONNX frontend"
+
+
+def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
+    """Import with provenance. Returns (IRModule, params dict or None, Provenance)."""
+    import tvm  # noqa: F401
+    from tvm import relax
+
+    missing = unsupported_nodes(prepared.model)
+    if missing:
+        listing = "; ".join(f"{op} ({len(n)}: {', '.join(n[:5])}{', ...' if len(n) > 5 else ''})" for op, n in missing.items())
+        raise UnsupportedModelError(f"{prepared.path}: ops TVM's ONNX frontend cannot convert: {listing}",
+                                    hint="run `fusion-tuner check` for the full list")
+    importer_cls = _make_importer_class()
+    dtypes = {i.name: i.dtype for i in prepared.inputs}
+    importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
+    _assign_unnamed_bindings(mod, importer.provenance)
+    params = None
+    if keep_params:
+        mod, params = relax.frontend.detach_params(mod)
+    return mod, params, importer.provenance
+
+
+def _opset(model):
+    from .onnx_model import default_opset
+
+    return default_opset(model)
+
+
+def _assign_unnamed_bindings(mod, prov: Provenance) -> None:
+    """Bindings emitted inside a converter (helper reshapes, ...) belong to the node whose result follows."""
+    from tvm import relax
+
+    pending: list[str] = []
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            name = binding.var.name
+            if name in prov.by_var:
+                for p in pending:
+                    prov.by_var.setdefault(p, prov.by_var[name])
+                pending = []
+            else:
+                pending.append(name)
+    del relax

@@ -1,0 +1,70 @@
+"""Fusion strategies: how operators are grouped into kernels.
+
+Each strategy is a module with a `STRATEGY` object, registered under a short name; `get_strategy("tvm")`
+returns it. A strategy contributes passes at two points of the lowering pipeline:
+
+- `graph_passes`: on the high-level Relax graph (before LegalizeOps), where patterns and horizontal merges
+  see operators such as `relax.nn.conv2d`;
+- `kernel_passes`: on the legalised graph (after AnnotateTIROpPattern), where FuseOps-style grouping runs.
+
+Names compose with `+` (e.g. `horizontal+tvm`): graph passes run left to right, then kernel passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import TunerError
+
+
+@dataclass
+class FusionStrategy:
+    name: str
+    description: str
+    graph_passes: Callable[[object], list] = field(default=lambda target: [])
+    kernel_passes: Callable[[object], list] = field(default=lambda target: [])
+    fuses: bool = True  # False: every operator stays its own kernel
+
+
+_REGISTRY: dict[str, FusionStrategy] = {}
+
+
+def register(strategy: FusionStrategy) -> FusionStrategy:
+    _REGISTRY[strategy.name] = strategy
+    return strategy
+
+
+def _load_builtin() -> None:
+    if _REGISTRY:
+        return
+    from . import none, tvm_default  # noqa: F401  (registration side effect)
+
+
+def known_strategies() -> list[str]:
+    _load_builtin()
+    return list(_REGISTRY)
+
+
+def get_strategy(name: str) -> FusionStrategy:
+    """A registered strategy, or a `+`-composition of several."""
+    _load_builtin()
+    parts = [p.strip() for p in (name or "").split("+") if p.strip()]
+    unknown = [p for p in parts if p not in _REGISTRY]
+    if not parts or unknown:
+        raise TunerError(f"unknown fusion strategy {name!r}",
+                         f"known strategies: {', '.join(_REGISTRY)} (compose with '+', e.g. horizontal+tvm)")
+    if len(parts) == 1:
+        return _REGISTRY[parts[0]]
+    chosen = [_REGISTRY[p] for p in parts]
+    if "none" in parts:
+        raise TunerError(f"fusion strategy {name!r}: 'none' cannot be combined with other strategies")
+    kernel_owners = [s.name for s in chosen if s.kernel_passes(None)]
+    if len(kernel_owners) > 1:
+        raise TunerError(f"fusion strategy {name!r}: {' and '.join(kernel_owners)} both group kernels; keep one")
+    return FusionStrategy(
+        name="+".join(parts),
+        description=" then ".join(s.description for s in chosen),
+        graph_passes=lambda target: [p for s in chosen for p in s.graph_passes(target)],
+        kernel_passes=lambda target: [p for s in chosen for p in s.kernel_passes(target)],
+    )

@@ -1,0 +1,12 @@
+"""`tvm`: TVM's own FuseOps + FuseTIR, as upstream ships them (op-pattern based, max depth from PassContext)."""
+
+from . import FusionStrategy, register
+
+
+def _kernel_passes(target):
+    from tvm import relax
+
+    return [relax.transform.FuseOps(), relax.transform.FuseTIR()]
+
+
+STRATEGY = register(FusionStrategy(name="tvm", description="TVM FuseOps + FuseTIR", kernel_passes=_kernel_passes))

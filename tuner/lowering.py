@@ -1,0 +1,61 @@
+"""The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
+
+    DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
+    -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes]
+
+Decomposing batch-norm first is what lets Conv+BN+ReLU become one kernel. With `none`, the pipeline stops
+before grouping, so each operator is its own kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .fusion import FusionStrategy
+
+
+@dataclass
+class KernelSite:
+    """One kernel launch in `main`: the PrimFunc called and the Relax binding it produces."""
+
+    kernel: str
+    var: str
+
+
+def lower(mod, target_spec, strategy: FusionStrategy):
+    import tvm
+    from tvm import relax
+
+    target = target_spec.tvm_target()
+    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    passes += strategy.graph_passes(target)
+    passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
+    passes += strategy.kernel_passes(target)
+    passes += [relax.transform.DeadCodeElimination()]
+    with target, tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def kernel_sites(mod) -> list[KernelSite]:
+    """Kernel launches per inference: `call_tir` sites in main, in execution order.
+
+    Reshapes that the VM turns into views (RewriteDataflowReshape) launch nothing and are not counted.
+    """
+    import tvm
+    from tvm import relax
+
+    mod = relax.transform.RewriteDataflowReshape()(mod)
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    sites: list[KernelSite] = []
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and value.op == call_tir:
+                sites.append(KernelSite(value.args[0].name_hint, binding.var.name))
+    return sites
+
+
+def primfuncs(mod) -> dict:
+    import tvm
+
+    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}

@@ -1,0 +1,264 @@
+"""Loading an ONNX file, describing its inputs and outputs, and preparing it for import.
+
+Preparation binds the input shapes, freezes `--const` inputs and, where the graph computes shapes at run time
+(Shape -> Gather -> Concat -> Reshape, dynamic Pad), folds those subgraphs with onnxsim so that TVM's Relax
+frontend (which wants static shapes there) can import it.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import TunerError
+from .shapes import format_shape
+
+# Ops whose presence means shapes are computed inside the graph.
+_SHAPE_OPS = {"Shape", "Size"}
+# (op, index of the input that must be static for TVM's importer)
+_STATIC_INPUT_OPS = {"Reshape": 1, "Pad": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1, "Range": 0,
+                     "Resize": 3, "Upsample": 1, "Slice": 1, "TopK": 1, "Unsqueeze": 1, "Squeeze": 1}
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: list  # ints, or str/None for dynamic dims
+    dtype: str
+
+    @property
+    def dynamic_dims(self) -> list[int]:
+        return [i for i, d in enumerate(self.shape) if not isinstance(d, int)]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": self.shape, "dtype": self.dtype}
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) if d is not None else "?" for d in self.shape) if self.shape else "scalar"
+        return f"{self.name}: {self.dtype}[{dims}]"
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_onnx(path: str) -> onnx.ModelProto:
+    """Load and validate with clear errors: missing, not ONNX, truncated, failing the checker."""
+    if not os.path.exists(path):
+        raise TunerError(f"{path}: no such file", "give the path of an .onnx model file")
+    if os.path.isdir(path):
+        raise TunerError(f"{path}: is a directory, not an ONNX file")
+    try:
+        model = onnx.load(path)
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise TunerError(
+            f"{path}: not a readable ONNX model ({type(err).__name__}: {err})",
+            "the file may be truncated or not ONNX at all; re-export or re-download it",
+        ) from err
+    if not model.graph.node and not model.graph.output:
+        raise TunerError(f"{path}: parsed as ONNX but holds no graph", "the file is probably not an ONNX model")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        first = str(err).strip().splitlines()[0]
+        raise TunerError(f"{path}: fails onnx.checker: {first}", "fix the exporter or the graph; TVM cannot import an invalid model") from err
+    return model
+
+
+def _dtype_of(elem_type: int) -> str:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    tt = vi.type.tensor_type
+    shape = []
+    if tt.HasField("shape"):
+        for d in tt.shape.dim:
+            shape.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    else:
+        shape = None
+    return TensorInfo(vi.name, shape if shape is not None else [None], _dtype_of(tt.elem_type))
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[TensorInfo]:
+    """The real inputs: old exporters list initializers as graph inputs too."""
+    inits = {t.name for t in model.graph.initializer}
+    return [_tensor_info(vi) for vi in model.graph.input if vi.name not in inits]
+
+
+def graph_outputs(model: onnx.ModelProto) -> list[TensorInfo]:
+    return [_tensor_info(vi) for vi in model.graph.output]
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for op in model.opset_import:
+        if op.domain in ("", "ai.onnx"):
+            return op.version
+    return 1
+
+
+def iter_nodes(graph: onnx.GraphProto, prefix: str = ""):
+    """All nodes, including those inside If/Loop/Scan bodies; yields (node, path of enclosing graphs)."""
+    for node in graph.node:
+        yield node, prefix
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_nodes(attr.g, f"{prefix}{node.name or node.op_type}/{attr.name}/")
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for i, g in enumerate(attr.graphs):
+                    yield from iter_nodes(g, f"{prefix}{node.name or node.op_type}/{attr.name}[{i}]/")
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    counts = collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
+                                 for n, _ in iter_nodes(model.graph))
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def needs_shape_folding(model: onnx.ModelProto) -> list[str]:
+    """Reasons the graph needs its shape subgraphs folded before TVM can import it (empty: none)."""
+    static = {t.name for t in model.graph.initializer}
+    static |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    reasons = []
+    for i, node in enumerate(model.graph.node):
+        if node.op_type in _SHAPE_OPS:
+            reasons.append(f"{node.op_type} node {node_label(node, i)} computes a shape at run time")
+        idx = _STATIC_INPUT_OPS.get(node.op_type)
+        if idx is not None and len(node.input) > idx and node.input[idx] and node.input[idx] not in static:
+            reasons.append(f"{node.op_type} node {node_label(node, i)} takes a computed input {node.input[idx]!r}")
+    return reasons
+
+
+@dataclass
+class PreparedModel:
+    """An ONNX model with shapes bound and constants frozen, ready for import."""
+
+    path: str
+    model: onnx.ModelProto
+    sha256: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    shapes: dict[str, tuple[int, ...]]
+    consts: dict[str, float | int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what preparation changed, for `check`
+    folded: dict[str, int] = field(default_factory=dict)  # op -> nodes removed by folding
+
+    @property
+    def name(self) -> str:
+        return os.path.splitext(os.path.basename(self.path))[0]
+
+
+def _freeze_consts(model: onnx.ModelProto, consts: dict, path: str) -> list[str]:
+    notes = []
+    by_name = {i.name: i for i in graph_inputs(model)}
+    for name, value in consts.items():
+        if name not in by_name:
+            raise TunerError(f"--const {name}: {path} has no input named {name!r}",
+                             f"inputs are: {', '.join(by_name) or '(none)'}")
+        info = by_name[name]
+        shape = [d if isinstance(d, int) else 1 for d in info.shape] if info.shape != [None] else []
+        if int(np.prod(shape)) != 1:
+            raise TunerError(f"--const {name}: input {info.describe()} is not a scalar; only scalars can be frozen")
+        arr = np.full(shape, value, dtype=np.dtype(info.dtype))
+        vi = next(v for v in model.graph.input if v.name == name)
+        model.graph.input.remove(vi)
+        model.graph.initializer.append(numpy_helper.from_array(arr, name))
+        notes.append(f"input {name} frozen to constant {value}")
+    return notes
+
+
+def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, tuple[int, ...]]:
+    inputs = {i.name: i for i in graph_inputs(model)}
+    for name in shapes:
+        if name not in inputs:
+            raise TunerError(f"--input-shape {name}: {path} has no input named {name!r}",
+                             f"inputs are: {', '.join(i.describe() for i in inputs.values()) or '(none)'}")
+    bound: dict[str, tuple[int, ...]] = {}
+    missing = []
+    for name, info in inputs.items():
+        if name in shapes:
+            want = shapes[name]
+            if info.shape != [None] and len(info.shape) != len(want):
+                raise TunerError(f"--input-shape {name}:{format_shape(want)} has rank {len(want)}, "
+                                 f"but input {info.describe()} has rank {len(info.shape)}")
+            for d_model, d_want in zip(info.shape, want):
+                if isinstance(d_model, int) and d_model != d_want:
+                    raise TunerError(f"--input-shape {name}:{format_shape(want)} contradicts the model's fixed "
+                                     f"shape {info.describe()}")
+            bound[name] = tuple(want)
+        elif info.dynamic_dims or info.shape == [None]:
+            missing.append(info)
+        else:
+            bound[name] = tuple(info.shape)
+    if missing:
+        example = " ".join(f"{i.name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in i.shape)}"
+                           for i in missing)
+        raise TunerError(
+            f"{path}: dynamic dimensions need --input-shape: " + ", ".join(i.describe() for i in missing),
+            f"bind them, e.g. --input-shape {example!r}",
+        )
+    for vi in model.graph.input:
+        if vi.name in bound:
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for d in bound[vi.name]:
+                dims.add().dim_value = d
+    return bound
+
+
+def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:
+    import onnxsim  # heavy; only when folding is needed
+
+    try:
+        # skip_fuse_bn: keep BatchNorm visible so our own fusion (and the compare report) decide about it.
+        simplified, ok = onnxsim.simplify(model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()},
+                                          skip_fuse_bn=True)
+    except Exception as err:
+        raise TunerError(f"{path}: folding shape subgraphs with onnxsim failed: {err}",
+                         "check that --input-shape matches what the model expects") from err
+    if not ok:
+        raise TunerError(f"{path}: onnxsim could not verify the simplified graph")
+    return simplified
+
+
+def prepare_model(path: str, shapes: dict | None = None, consts: dict | None = None,
+                  simplify: str = "auto") -> PreparedModel:
+    """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never)."""
+    model = load_onnx(path)
+    digest = sha256_file(path)
+    notes = _freeze_consts(model, consts or {}, path) if consts else []
+    bound = _bind_shapes(model, dict(shapes or {}), path)
+    folded: dict[str, int] = {}
+    reasons = needs_shape_folding(model) if simplify == "auto" else []
+    if simplify == "always" or reasons or consts:
+        before = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
+        model = _simplify(model, bound, path)
+        after = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
+        folded = {op: before[op] - after.get(op, 0) for op in before if before[op] > after.get(op, 0)}
+        why = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "") if reasons else "requested"
+        notes.append(f"shape subgraphs folded with onnxsim ({why}): {sum(before.values())} -> "
+                     f"{sum(after.values())} nodes" + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else ""))
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as err:  # informative only; TVM infers its own shapes
+        notes.append(f"ONNX shape inference failed ({err}); continuing")
+    return PreparedModel(path=path, model=model, sha256=digest, inputs=graph_inputs(model),
+                         outputs=graph_outputs(model), shapes=bound, consts=dict(consts or {}), notes=notes,
+                         folded=folded)

@@ -1,0 +1,82 @@
+"""ONNX Runtime as the reference, and the comparison rule.
+
+An output passes when every element satisfies |tvm - ort| <= ATOL * max(1, max|ort|) + RTOL * |ort|.
+The absolute term scales with the output's magnitude (deep fp32 networks accumulate error in proportion to
+their activations). Reported: max_abs_err, and max_rel_err = max_abs_err / max(max|ort|, tiny).
+Integer and boolean outputs must match exactly.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .errors import TunerError
+
+RTOL = 1e-3
+ATOL = 1e-4
+
+
+def run_onnxruntime(model_path_or_proto, inputs: dict[str, np.ndarray], threads: int | None = None) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    # TVM may have pinned this thread to one core; ORT's threads would inherit that.
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    except (AttributeError, OSError):
+        pass
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    src = model_path_or_proto if isinstance(model_path_or_proto, str) else model_path_or_proto.SerializeToString()
+    try:
+        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise TunerError(f"ONNX Runtime cannot load the reference model: {str(err).strip().splitlines()[0]}") from err
+    names = [i.name for i in sess.get_inputs()]
+    feed = {n: inputs[n] for n in names if n in inputs}
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise TunerError(f"reference run: no value for ONNX input(s) {', '.join(missing)}")
+    outs = sess.run(None, feed)
+    return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+
+
+def compare_outputs(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray],
+                    rtol: float = RTOL, atol: float = ATOL) -> dict:
+    per_output = {}
+    ok = True
+    worst_abs = worst_rel = 0.0
+    for name, ref in expected.items():
+        if name not in actual:
+            per_output[name] = {"ok": False, "error": "missing from the TVM outputs"}
+            ok = False
+            continue
+        got = np.asarray(actual[name])
+        ref = np.asarray(ref)
+        if got.shape != ref.shape:
+            per_output[name] = {"ok": False, "error": f"shape {list(got.shape)} vs reference {list(ref.shape)}"}
+            ok = False
+            continue
+        if ref.size == 0:
+            per_output[name] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
+            continue
+        if ref.dtype.kind in "iub":
+            diff = np.abs(got.astype(np.int64) - ref.astype(np.int64))
+            out_ok = bool((diff == 0).all())
+            scale = float(np.abs(ref).max()) if ref.dtype.kind != "b" else 1.0
+        else:
+            g, r = got.astype(np.float64), ref.astype(np.float64)
+            both_nan = np.isnan(g) & np.isnan(r)
+            diff = np.where(both_nan, 0.0, np.abs(g - r))
+            scale = float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 1.0
+            out_ok = bool((diff <= atol * max(1.0, scale) + rtol * np.abs(r)).all()) and not np.isnan(diff).any()
+        max_abs = float(np.nanmax(diff)) if diff.size else 0.0
+        max_rel = max_abs / max(scale, 1e-12)
+        per_output[name] = {"ok": out_ok, "max_abs_err": max_abs, "max_rel_err": max_rel}
+        ok &= out_ok
+        worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
+    return {"ok": bool(ok), "max_abs_err": worst_abs, "max_rel_err": worst_rel, "rtol": rtol, "atol": atol,
+            "outputs": per_output}

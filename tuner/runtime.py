@@ -1,0 +1,200 @@
+"""Deployment: load a `.ftpkg` and run it. Needs only the TVM runtime, numpy and this file's imports.
+
+    model = tuner.load("model.ftpkg")          # checks checksums, TVM version, target vs this host
+    out = model(x)                              # positional, or model(input_name=x); returns {name: array}
+
+No ONNX, ONNX Runtime, Relax frontend or MetaSchedule import happens here (a test checks it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from .errors import TunerError
+from .package import LIBRARY, PARAMS, read_package
+from .target import host_cpu_flags, required_cpu_features
+
+
+def _configure_threads(manifest: dict) -> None:
+    # TVM's pool halves the CPU count on x86 (assumes SMT); use what the package was tuned with unless the
+    # user set it. Must happen before the first parallel kernel creates the pool.
+    threads = manifest.get("num_threads")
+    if threads:
+        os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+
+
+class Model:
+    """A loaded package. Call it with numpy arrays; get {output name: array}."""
+
+    def __init__(self, path: str, manifest: dict, vm, device, params):
+        self.path = path
+        self.manifest = manifest
+        self._vm = vm
+        self._device = device
+        self._params = params
+        self.inputs = manifest["inputs"]
+        self.outputs = manifest["outputs"]
+        self.input_names = [i["name"] for i in self.inputs]
+        self.output_names = [o["name"] for o in self.outputs]
+
+    def __repr__(self):
+        return (f"<tuner.Model {os.path.basename(self.path)}: {self.manifest['model']['file']} for "
+                f"{self.manifest['target']['key']}, fusion={self.manifest['fusion']}, kernels={self.manifest['kernels']}>")
+
+    def _bind(self, args, kwargs) -> list[np.ndarray]:
+        if len(args) > len(self.inputs):
+            raise TunerError(f"{len(args)} inputs given, the model takes {len(self.inputs)}: {', '.join(self.input_names)}")
+        given = dict(zip(self.input_names, args))
+        for name, value in kwargs.items():
+            if name not in self.input_names:
+                raise TunerError(f"no input named {name!r}", f"inputs are: {', '.join(self.input_names)}")
+            if name in given:
+                raise TunerError(f"input {name!r} given twice")
+            given[name] = value
+        missing = [n for n in self.input_names if n not in given]
+        if missing:
+            raise TunerError(f"missing inputs: {', '.join(missing)}",
+                             "pass every input: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in self.inputs))
+        arrays = []
+        for spec in self.inputs:
+            arr = np.asarray(given[spec["name"]])
+            if tuple(arr.shape) != tuple(spec["shape"]):
+                raise TunerError(f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
+                                 "rebuild with --input-shape for other shapes")
+            if arr.dtype != np.dtype(spec["dtype"]):
+                raise TunerError(f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
+                                 f"convert it, e.g. x.astype('{spec['dtype']}')")
+            arrays.append(np.ascontiguousarray(arr))
+        return arrays
+
+    def _to_device(self, arrays):
+        import tvm
+
+        return [tvm.runtime.tensor(a, self._device) for a in arrays]
+
+    def _invoke(self, tensors):
+        args = list(tensors) + (list(self._params) if self._params is not None else [])
+        return self._vm["main"](*args)
+
+    def _collect(self, result) -> dict[str, np.ndarray]:
+        items = list(result) if not hasattr(result, "numpy") else [result]
+        if len(items) != len(self.outputs):  # nested tuple outputs are flattened in graph order
+            flat = []
+
+            def walk(x):
+                if hasattr(x, "numpy"):
+                    flat.append(x)
+                else:
+                    for y in x:
+                        walk(y)
+
+            walk(result)
+            items = flat
+        return {spec["name"]: item.numpy() for spec, item in zip(self.outputs, items)}
+
+    def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
+        tensors = self._to_device(self._bind(args, kwargs))
+        return self._collect(self._invoke(tensors))
+
+    def benchmark(self, *args, repeat: int = 20, warmup: int = 3, **kwargs) -> list[float]:
+        """Per-run latencies in ms, inputs already on the device, after warm-up."""
+        tensors = self._to_device(self._bind(args, kwargs))
+        for _ in range(warmup):
+            self._invoke(tensors)
+        self._device.sync()
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self._invoke(tensors)
+            self._device.sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+    def random_inputs(self, seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
+        return make_inputs(self.inputs, seed=seed, fill=fill)
+
+
+def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
+    """Deterministic inputs for the given specs (integers small and non-negative: they are often indices)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for spec in specs:
+        shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
+        if fill == "zeros":
+            out[spec["name"]] = np.zeros(shape, dtype)
+        elif fill == "ones":
+            out[spec["name"]] = np.ones(shape, dtype)
+        elif dtype.kind in "iu":
+            out[spec["name"]] = rng.integers(0, 2 if dtype.itemsize == 1 else 100, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            out[spec["name"]] = rng.integers(0, 2, size=shape).astype(dtype)
+        else:
+            out[spec["name"]] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def check_compatible(manifest: dict, device: str | None, path: str) -> str:
+    """Raise when the package cannot run here; return the device kind to use ('cpu' or 'cuda')."""
+    import tvm
+    import tvm_ffi
+
+    built_tvm = manifest.get("tvm_version")
+    if built_tvm != tvm.__version__:
+        raise TunerError(f"{path}: built with TVM {built_tvm}, this runtime is TVM {tvm.__version__}",
+                         "rebuild the package with this TVM, or install the TVM it was built with")
+    if manifest.get("tvm_ffi_version") and manifest["tvm_ffi_version"].split(".")[:2] != tvm_ffi.__version__.split(".")[:2]:
+        raise TunerError(f"{path}: built with tvm-ffi {manifest['tvm_ffi_version']}, this runtime has {tvm_ffi.__version__}",
+                         "install the tvm-ffi version it was built with")
+    target = manifest["target"]
+    kind = "cuda" if target["kind"] == "cuda" else "cpu"
+    if device is not None and device not in ("cpu", "cuda", "gpu"):
+        raise TunerError(f"unknown device {device!r}", "use device='cpu' or device='cuda'")
+    wanted = None if device is None else ("cuda" if device in ("cuda", "gpu") else "cpu")
+    if wanted is not None and wanted != kind:
+        raise TunerError(f"{path}: built for {target['key']}, which runs on {kind}, not on {wanted}",
+                         f"rebuild with --target {'cuda' if wanted == 'cuda' else 'llvm'}")
+    if kind == "cpu":
+        missing = [f for f in required_cpu_features(target["config"].get("mcpu", "")) if f not in host_cpu_flags()]
+        if missing:
+            raise TunerError(f"{path}: built for CPU {target['config']['mcpu']}, which needs {', '.join(missing)}; "
+                             f"this CPU lacks them", "rebuild on (or for) this machine: --target llvm")
+    else:
+        dev = tvm.cuda(0)
+        if not tvm.runtime.enabled("cuda") or not dev.exist:
+            raise TunerError(f"{path}: built for CUDA ({target['config'].get('arch')}), but no GPU is available here",
+                             "run it on a machine with an NVIDIA GPU and driver, or rebuild with --target llvm")
+        arch = "sm_" + str(dev.compute_version).replace(".", "")
+        if arch != target["config"].get("arch"):
+            raise TunerError(f"{path}: built for {target['config'].get('arch')}, this GPU is {arch}",
+                             f"rebuild with --target cuda:{arch}")
+    return kind
+
+
+def load(path: str, device: str | None = None) -> Model:
+    """Load a package for deployment; see the module docstring."""
+    manifest, members = read_package(path)
+    _configure_threads(manifest)
+    import tvm
+    from tvm.runtime.vm import VirtualMachine
+
+    kind = check_compatible(manifest, device, path)
+    dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+    with tempfile.TemporaryDirectory(prefix="ftpkg-") as tmp:
+        lib_path = os.path.join(tmp, LIBRARY)
+        with open(lib_path, "wb") as f:
+            f.write(members[LIBRARY])
+        try:
+            lib = tvm.runtime.load_module(lib_path)
+        except Exception as err:
+            raise TunerError(f"{path}: cannot load its library ({str(err).strip().splitlines()[-1]})",
+                             "the package was built for another platform; rebuild it here") from err
+    vm = VirtualMachine(lib, dev)
+    params = None
+    if PARAMS in members:
+        loaded = tvm.runtime.load_param_dict(members[PARAMS])
+        params = [tvm.runtime.tensor(loaded[name].numpy(), dev) for name in manifest["param_names"]]
+    return Model(path, manifest, vm, dev, params)
