@@ -44,23 +44,31 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
     report = CheckReport(path=path, opset=default_opset(model), ir_version=model.ir_version,
                          producer=f"{model.producer_name} {model.producer_version}".strip(),
                          ops=op_histogram(model), inputs=graph_inputs(model), outputs=graph_outputs(model))
-    for op, nodes in unsupported_nodes(model).items():
-        report.unsupported.append({"op": op, "nodes": nodes, "reason": "no converter in TVM's Relax ONNX frontend"})
     consts = dict(consts or {})
+    names = [i.name for i in report.inputs]
+    for name in list(shapes) + list(consts):
+        if name not in names:
+            raise TunerError(f"{path} has no input named {name!r}", f"inputs are: {', '.join(names) or '(none)'}")
     report.dynamic_inputs = [
         {"name": i.name, "shape": i.shape, "dynamic_dims": i.dynamic_dims}
         for i in report.inputs if (i.dynamic_dims or i.shape == [None]) and i.name not in shapes and i.name not in consts
     ]
-    if report.dynamic_inputs or report.unsupported:
-        return report  # a trial import would only repeat these
-    try:
-        prepared = prepare_model(path, shapes, consts)
-    except TunerError as err:
-        report.problems.append(str(err))
+    prepared = None
+    if not report.dynamic_inputs:
+        try:
+            prepared = prepare_model(path, shapes, consts)
+        except TunerError as err:
+            report.problems.append(str(err))
+    # Judge ops on the prepared graph when there is one: folding can remove branches that never run.
+    for op, nodes in unsupported_nodes(prepared.model if prepared else model).items():
+        report.unsupported.append({"op": op, "nodes": nodes, "reason": "no converter in TVM's Relax ONNX frontend"})
+    if prepared is None:
         return report
     report.preparation = prepared.notes
     report.folded = prepared.folded
     report.inputs = prepared.inputs
+    if report.unsupported:
+        return report  # a trial import would only repeat these
     # A trial import finds what the op table cannot: converters that reject attributes or dynamic shapes.
     try:
         import_to_relax(prepared)

@@ -8,8 +8,10 @@ frontend (which wants static shapes there) can import it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -223,9 +225,35 @@ def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, t
     return bound
 
 
+@contextlib.contextmanager
+def _quiet_native_output():
+    """onnxsim's C++ core prints warnings straight to fd 1/2; keep them out of our (JSON) output."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
 def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:
     import onnxsim  # heavy; only when folding is needed
 
+    try:
+        with _quiet_native_output():
+            return _simplify_checked(onnxsim, model, shapes, path)
+    except TunerError:
+        raise
+
+
+def _simplify_checked(onnxsim, model, shapes, path):
     try:
         # skip_fuse_bn: keep BatchNorm visible so our own fusion (and the compare report) decide about it.
         simplified, ok = onnxsim.simplify(model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()},

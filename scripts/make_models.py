@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Build the small synthetic models into models/ with onnx.helper (seeded, so files are reproducible).
+
+  cnn.onnx          Conv-BN-ReLU blocks, a residual Add, MaxPool, Conv-BN-Clip(ReLU6), GAP, Gemm, Softmax
+  transformer.onnx  one encoder block: Q/K/V MatMuls, attention (QK^T * scale + mask -> Softmax -> V),
+                    residual Add + LayerNorm (decomposed, as older exporters write it), FFN with Erf-GELU
+  mlp.onnx          Gemm+ReLU, Gemm+SiLU, Gemm; dynamic batch dim (needs --input-shape x:BxK)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+class GraphBuilder:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+        self.count = 0
+
+    def weight(self, name, shape, scale=None):
+        scale = scale if scale is not None else 1.0 / np.sqrt(max(1, int(np.prod(shape[1:])) or shape[0]))
+        self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def const(self, name, array):
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def op(self, op_type, inputs, name=None, **attrs):
+        self.count += 1
+        name = name or f"{op_type.lower()}_{self.count}"
+        out = f"{name}_out"
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=name, **attrs))
+        return out
+
+    def model(self, name, inputs, outputs):
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fusion-tuner")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def conv_bn(g, x, cin, cout, name, act="relu", k=3):
+    w = g.weight(f"{name}.w", (cout, cin, k, k))
+    b = g.weight(f"{name}.b", (cout,), 0.1)
+    y = g.op("Conv", [x, w, b], name=f"{name}/conv", pads=[k // 2] * 4, kernel_shape=[k, k])
+    scale = g.const(f"{name}.bn.scale", (1 + 0.1 * g.rng.standard_normal(cout)).astype(np.float32))
+    bias = g.const(f"{name}.bn.bias", (0.1 * g.rng.standard_normal(cout)).astype(np.float32))
+    mean = g.const(f"{name}.bn.mean", (0.1 * g.rng.standard_normal(cout)).astype(np.float32))
+    var = g.const(f"{name}.bn.var", (1 + 0.1 * g.rng.random(cout)).astype(np.float32))
+    y = g.op("BatchNormalization", [y, scale, bias, mean, var], name=f"{name}/bn", epsilon=1e-5)
+    if act == "relu":
+        return g.op("Relu", [y], name=f"{name}/relu")
+    lo, hi = g.const(f"{name}.clip.lo", np.float32(0)), g.const(f"{name}.clip.hi", np.float32(6))
+    return g.op("Clip", [y, lo, hi], name=f"{name}/relu6")
+
+
+def make_cnn() -> onnx.ModelProto:
+    g = GraphBuilder(1)
+    x = conv_bn(g, "input", 3, 16, "stem")
+    y = conv_bn(g, x, 16, 16, "block1")
+    y = g.op("Add", [x, y], name="block1/residual")
+    y = g.op("MaxPool", [y], name="pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = conv_bn(g, y, 16, 32, "block2", act="relu6")
+    y = g.op("GlobalAveragePool", [y], name="gap")
+    y = g.op("Flatten", [y], name="flatten")
+    y = g.op("Gemm", [y, g.weight("fc.w", (10, 32)), g.weight("fc.b", (10,), 0.1)], name="fc", transB=1)
+    y = g.op("Softmax", [y], name="softmax", axis=-1)
+    g.nodes[-1].output[0] = "probs"
+    return g.model("cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])])
+
+
+def layer_norm(g, x, d, name):
+    mean = g.op("ReduceMean", [x], name=f"{name}/mean", axes=[-1], keepdims=1)
+    xc = g.op("Sub", [x, mean], name=f"{name}/center")
+    sq = g.op("Pow", [xc, g.const(f"{name}.two", np.float32(2))], name=f"{name}/square")
+    var = g.op("ReduceMean", [sq], name=f"{name}/var", axes=[-1], keepdims=1)
+    std = g.op("Sqrt", [g.op("Add", [var, g.const(f"{name}.eps", np.float32(1e-5))], name=f"{name}/add_eps")],
+               name=f"{name}/sqrt")
+    y = g.op("Div", [xc, std], name=f"{name}/normalize")
+    y = g.op("Mul", [y, g.const(f"{name}.gamma", (1 + 0.1 * g.rng.standard_normal(d)).astype(np.float32))], name=f"{name}/scale")
+    return g.op("Add", [y, g.const(f"{name}.beta", (0.1 * g.rng.standard_normal(d)).astype(np.float32))], name=f"{name}/shift")
+
+
+def make_transformer(seq=16, d=64, heads=4, ffn=128) -> onnx.ModelProto:
+    g = GraphBuilder(2)
+    hd = d // heads
+    x = "x"
+    heads_shape = g.const("heads_shape", np.array([1, seq, heads, hd], np.int64))
+
+    def proj(name):
+        y = g.op("MatMul", [x, g.weight(f"{name}.w", (d, d))], name=f"attn/{name}/matmul")
+        y = g.op("Add", [y, g.weight(f"{name}.b", (d,), 0.1)], name=f"attn/{name}/bias")
+        y = g.op("Reshape", [y, heads_shape], name=f"attn/{name}/split_heads")
+        return g.op("Transpose", [y], name=f"attn/{name}/transpose", perm=[0, 2, 1, 3])
+
+    q, k, v = proj("q"), proj("k"), proj("v")
+    kt = g.op("Transpose", [k], name="attn/k_t", perm=[0, 1, 3, 2])
+    s = g.op("MatMul", [q, kt], name="attn/scores")
+    s = g.op("Mul", [s, g.const("attn.scale", np.float32(1 / np.sqrt(hd)))], name="attn/scale")
+    s = g.op("Add", [s, "mask"], name="attn/mask")
+    p = g.op("Softmax", [s], name="attn/softmax", axis=-1)
+    o = g.op("MatMul", [p, v], name="attn/context")
+    o = g.op("Transpose", [o], name="attn/merge_transpose", perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const("merge_shape", np.array([1, seq, d], np.int64))], name="attn/merge_heads")
+    o = g.op("MatMul", [o, g.weight("out.w", (d, d))], name="attn/out/matmul")
+    o = g.op("Add", [o, g.weight("out.b", (d,), 0.1)], name="attn/out/bias")
+    h = layer_norm(g, g.op("Add", [x, o], name="attn/residual"), d, "ln1")
+    f = g.op("MatMul", [h, g.weight("ffn1.w", (d, ffn))], name="ffn/fc1/matmul")
+    f = g.op("Add", [f, g.weight("ffn1.b", (ffn,), 0.1)], name="ffn/fc1/bias")
+    e = g.op("Erf", [g.op("Div", [f, g.const("sqrt2", np.float32(np.sqrt(2)))], name="ffn/gelu/div")], name="ffn/gelu/erf")
+    e = g.op("Add", [e, g.const("one", np.float32(1))], name="ffn/gelu/add")
+    f = g.op("Mul", [g.op("Mul", [f, e], name="ffn/gelu/mul"), g.const("half", np.float32(0.5))], name="ffn/gelu/half")
+    f = g.op("MatMul", [f, g.weight("ffn2.w", (ffn, d))], name="ffn/fc2/matmul")
+    f = g.op("Add", [f, g.weight("ffn2.b", (d,), 0.1)], name="ffn/fc2/bias")
+    y = layer_norm(g, g.op("Add", [h, f], name="ffn/residual"), d, "ln2")
+    g.nodes[-1].output[0] = "y"
+    return g.model("transformer",
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, d]),
+                    helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, seq, seq])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, d])])
+
+
+def make_mlp() -> onnx.ModelProto:
+    g = GraphBuilder(3)
+    y = g.op("Gemm", ["x", g.weight("fc1.w", (64, 32)), g.weight("fc1.b", (64,), 0.1)], name="fc1", transB=1)
+    y = g.op("Relu", [y], name="fc1/relu")
+    y = g.op("Gemm", [y, g.weight("fc2.w", (64, 64)), g.weight("fc2.b", (64,), 0.1)], name="fc2", transB=1)
+    y = g.op("Mul", [y, g.op("Sigmoid", [y], name="fc2/silu/sigmoid")], name="fc2/silu/mul")
+    y = g.op("Gemm", [y, g.weight("fc3.w", (10, 64)), g.weight("fc3.b", (10,), 0.1)], name="fc3", transB=1)
+    g.nodes[-1].output[0] = "logits"
+    return g.model("mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])])
+
+
+MODELS = {"cnn": make_cnn, "transformer": make_transformer, "mlp": make_mlp}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-o", "--out-dir", default=os.path.join(os.path.dirname(__file__), "..", "models"))
+    ap.add_argument("names", nargs="*", default=list(MODELS))
+    args = ap.parse_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)
+    for name in args.names:
+        path = os.path.join(args.out_dir, f"{name}.onnx")
+        onnx.save(MODELS[name](), path)
+        print(f"wrote {os.path.normpath(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

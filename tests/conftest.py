@@ -1,0 +1,55 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+os.environ.setdefault("TVM_NUM_THREADS", "2")
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory):
+    """The synthetic models, freshly made (they are generated, not committed)."""
+    import make_models
+
+    d = tmp_path_factory.mktemp("models")
+    make_models.main(["-o", str(d)])
+    return d
+
+
+@pytest.fixture(scope="session")
+def cnn(models_dir):
+    return str(models_dir / "cnn.onnx")
+
+
+@pytest.fixture(scope="session")
+def transformer(models_dir):
+    return str(models_dir / "transformer.onnx")
+
+
+@pytest.fixture(scope="session")
+def mlp(models_dir):
+    return str(models_dir / "mlp.onnx")
+
+
+@pytest.fixture(scope="session")
+def cnn_package(cnn, tmp_path_factory):
+    from tuner.build import compile_model
+
+    out = str(tmp_path_factory.mktemp("pkg") / "cnn.ftpkg")
+    compile_model(cnn, out, target="llvm", fusion="tvm")
+    return out
+
+
+def run_cli(*args, env=None, timeout=600):
+    """Run the real console entry point in a fresh process; returns CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "tuner.cli.main", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def light(name):
+    from tuner.zoo import light_models_dir
+
+    return os.path.join(light_models_dir(), f"light_{name}.onnx")

@@ -1,0 +1,113 @@
+"""compile -> package -> load in a fresh process -> same outputs as ONNX Runtime."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, light, run_cli
+from tuner.build import compile_model
+from tuner.package import read_package
+from tuner.reference import compare_outputs, run_onnxruntime
+
+FRESH_PROCESS = r"""
+import json, sys
+import numpy as np
+import tuner
+m = tuner.load(sys.argv[1])
+x = np.load(sys.argv[2])
+out = m(x["input"])                      # positional
+out2 = m(input=x["input"])               # by name
+assert set(out) == {"probs"} and np.array_equal(out["probs"], out2["probs"])
+np.save(sys.argv[3], out["probs"])
+# `import tvm` itself loads relax and meta_schedule; what we control is the rest of the compiler side.
+heavy = [k for k in ("onnx", "onnxruntime", "onnxsim", "tvm.relax.frontend.onnx", "tuner.frontend", "tuner.build",
+                     "tuner.onnx_model", "xgboost") if k in sys.modules]
+print(json.dumps({"heavy": heavy}))
+"""
+
+
+def test_manifest_is_complete(cnn_package, cnn):
+    manifest, members = read_package(cnn_package)
+    assert manifest["format_version"] == 1
+    assert manifest["model"]["file"] == "cnn.onnx" and len(manifest["model"]["sha256"]) == 64
+    assert manifest["inputs"] == [{"name": "input", "shape": [1, 3, 32, 32], "dtype": "float32"}]
+    assert manifest["outputs"] == [{"name": "probs", "shape": [1, 10], "dtype": "float32"}]
+    assert manifest["target"]["kind"] == "llvm" and manifest["target"]["config"]["mcpu"]
+    assert manifest["tvm_version"].startswith("0.27") and manifest["tvm_ffi_version"].startswith("0.1.14")
+    assert manifest["fusion"] == "tvm" and manifest["kernels"] == len(manifest["kernel_names"]) > 0
+    assert manifest["tuning_db"] is None and manifest["build_seconds"] > 0 and manifest["built_at"]
+    assert set(manifest["members"]) == {"model.so"} and set(members) == {"model.so"}
+
+
+def test_round_trip_in_fresh_process_matches_onnxruntime(cnn_package, cnn, tmp_path):
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    script = tmp_path / "deploy.py"
+    script.write_text(FRESH_PROCESS)
+    r = subprocess.run([sys.executable, str(script), cnn_package, str(tmp_path / "in.npz"), str(tmp_path / "out.npy")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["heavy"] == []
+    got = np.load(tmp_path / "out.npy")
+    ref = run_onnxruntime(cnn, {"input": x})
+    assert compare_outputs({"probs": got}, ref)["ok"]
+
+
+@pytest.mark.parametrize("fusion", ["none", "tvm"])
+def test_compile_and_verify_synthetic(transformer, fusion, tmp_path):
+    out = str(tmp_path / "t.ftpkg")
+    result, manifest = compile_model(transformer, out, target="llvm", fusion=fusion)
+    r = run_cli("run", out, "--verify", transformer, "--repeat", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["verify"]["ok"] and doc["verify"]["max_abs_err"] < 1e-4
+    assert set(doc["latency_ms"]) >= {"median", "p90", "mean", "min", "max", "std"}
+    assert doc["kernels"] == manifest["kernels"]
+
+
+def test_fusion_reduces_kernels_on_light_model(tmp_path):
+    path = light("squeezenet")
+    kernels = {}
+    for fusion in ("none", "tvm"):
+        out = str(tmp_path / f"{fusion}.ftpkg")
+        _, manifest = compile_model(path, out, target="llvm", fusion=fusion)
+        kernels[fusion] = manifest["kernels"]
+        r = run_cli("run", out, "--verify", path, "--repeat", "1", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["verify"]["ok"], r.stderr
+    # squeezenet: 26 Conv+ReLU pairs fuse; unfused, each op is its own kernel
+    assert kernels["tvm"] < kernels["none"] - 20
+
+
+def test_run_cli_inputs_outputs_npz(cnn_package, cnn, tmp_path):
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", input=x)
+    r = run_cli("run", cnn_package, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
+                "--verify", cnn, "--repeat", "2")
+    assert r.returncode == 0, r.stderr
+    assert "median ms" in r.stdout and "PASS" in r.stdout
+    out = np.load(tmp_path / "out.npz")["probs"]
+    assert np.allclose(out.sum(), 1.0, atol=1e-5)
+
+
+def test_mlp_dynamic_batch_bound(mlp, tmp_path):
+    out = str(tmp_path / "mlp.ftpkg")
+    r = run_cli("compile", mlp, "--input-shape", "x:3x32", "--target", "llvm", "-o", out)
+    assert r.returncode == 0, r.stderr
+    manifest, _ = read_package(out)
+    assert manifest["inputs"][0]["shape"] == [3, 32] and manifest["outputs"][0]["shape"] == [3, 10]
+    r = run_cli("run", out, "--verify", mlp, "--json", "--repeat", "1")
+    assert r.returncode == 0 and json.loads(r.stdout)["verify"]["ok"]
+
+
+def test_cuda_build_only_package(cnn, tmp_path):
+    out = str(tmp_path / "cuda.ftpkg")
+    _, manifest = compile_model(cnn, out, target="cuda:sm_90", fusion="tvm")
+    assert manifest["target"]["key"] == "cuda-sm_90"
+    with zipfile.ZipFile(out) as z:
+        assert "model.so" in z.namelist()
+    assert os.path.getsize(out) > 10_000
