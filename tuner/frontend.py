@@ -8,6 +8,8 @@ traced back to the ONNX nodes inside it. A conversion failure is reported with t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -130,7 +132,8 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
     importer_cls = _make_importer_class()
     dtypes = {i.name: i.dtype for i in prepared.inputs}
     importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
-    with warnings.catch_warnings():
+    # The importer prints "Error converting operator ..." on failures; our error says it better.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
     _assign_unnamed_bindings(mod, importer.provenance)

@@ -266,11 +266,25 @@ def _simplify_checked(onnxsim, model, shapes, path):
     return simplified
 
 
-def prepare_model(path: str, shapes: dict | None = None, consts: dict | None = None,
+def prepare_model(source, shapes: dict | None = None, consts: dict | None = None,
                   simplify: str = "auto") -> PreparedModel:
-    """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never)."""
-    model = load_onnx(path)
-    digest = sha256_file(path)
+    """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never).
+
+    `source` is a file path, or an in-memory ModelProto (named `<memory:graph name>` in messages).
+    """
+    if isinstance(source, onnx.ModelProto):
+        path = f"<memory:{source.graph.name or 'model'}>"
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        try:
+            onnx.checker.check_model(model)
+        except onnx.checker.ValidationError as err:
+            raise TunerError(f"{path}: fails onnx.checker: {str(err).strip().splitlines()[0]}") from err
+        digest = hashlib.sha256(source.SerializeToString()).hexdigest()
+    else:
+        path = source
+        model = load_onnx(path)
+        digest = sha256_file(path)
     notes = _freeze_consts(model, consts or {}, path) if consts else []
     bound = _bind_shapes(model, dict(shapes or {}), path)
     folded: dict[str, int] = {}

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Run the ONNX backend node tests through fusion-tuner (llvm) and through ONNX Runtime; print counts by op.
+
+    python scripts/conformance.py [--only test_relu,test_add] [--json out.json] [--no-ort]
+
+Cases run in a worker process that is restarted if TVM crashes on one (that case counts as `fail: crash`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+
+def ort_case(case) -> str:
+    import numpy as np
+    import onnxruntime as ort
+
+    try:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 4
+        sess = ort.InferenceSession(case.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        inputs, expected = case.data_sets[0]
+        feed = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
+        outs = sess.run(None, feed)
+    except Exception:
+        return "unsupported"
+    for g, e in zip(outs, expected):
+        g, e = np.asarray(g), np.asarray(e)
+        if g.shape != e.shape:
+            return "fail"
+        if e.dtype.kind in "iubSUO":
+            if not np.array_equal(g, e):
+                return "fail"
+        elif not np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True):
+            return "fail"
+    return "pass"
+
+
+def worker(names_file: str, out_file: str, with_ort: bool) -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from tuner.conformance import collect_cases, run_case
+
+    names = json.load(open(names_file))
+    done = set()
+    if os.path.exists(out_file):
+        done = {json.loads(line)["name"] for line in open(out_file) if line.strip()}
+    cases = collect_cases(set(names) - done)
+    order = {n: i for i, n in enumerate(names)}
+    cases.sort(key=lambda c: order[c.name])
+    with open(out_file, "a") as out:
+        for case in cases:
+            out.write(json.dumps({"name": case.name, "started": True}) + "\n")
+            out.flush()
+            r = run_case(case).to_json()
+            if with_ort:
+                r["ort"] = ort_case(case)
+            out.write(json.dumps(r) + "\n")
+            out.flush()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated case names")
+    ap.add_argument("--json", help="write per-case results here")
+    ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--work", default="/tmp/ft-conformance")
+    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(*args.worker, with_ort=not args.no_ort)
+        return 0
+    import warnings
+
+    warnings.simplefilter("ignore")
+    from tuner.conformance import case_op, collect_cases
+
+    t0 = time.time()
+    cases = collect_cases(set(args.only.split(",")) if args.only else None)
+    ops = {c.name: case_op(c) for c in cases}
+    os.makedirs(args.work, exist_ok=True)
+    names_file, out_file = os.path.join(args.work, "names.json"), os.path.join(args.work, "results.jsonl")
+    json.dump([c.name for c in cases], open(names_file, "w"))
+    if os.path.exists(out_file):
+        os.unlink(out_file)
+    while True:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", names_file, out_file] + (["--no-ort"] if args.no_ort else [])
+        subprocess.run(cmd, cwd=ROOT)
+        lines = [json.loads(line) for line in open(out_file) if line.strip()]
+        finished = {x["name"] for x in lines if "status" in x}
+        started = [x["name"] for x in lines if x.get("started") and x["name"] not in finished]
+        for name in started:  # the worker died on it
+            with open(out_file, "a") as f:
+                f.write(json.dumps({"name": name, "op": ops.get(name, "?"), "status": "fail", "detail": "crash",
+                                    "ort": "?"}) + "\n")
+        finished |= set(started)
+        if len(finished) >= len(cases):
+            break
+    results = {x["name"]: x for x in (json.loads(line) for line in open(out_file) if line.strip()) if "status" in x}
+    ours = collections.Counter(r["status"] for r in results.values())
+    ort = collections.Counter(r.get("ort") for r in results.values())
+    by_op = collections.defaultdict(collections.Counter)
+    for r in results.values():
+        by_op[r["op"]][r["status"]] += 1
+    print(f"{len(results)} node test cases, {len(by_op)} ops, {time.time() - t0:.0f} s")
+    print(f"fusion-tuner (llvm): pass {ours['pass']}, fail {ours['fail']}, unsupported {ours['unsupported']}")
+    if not args.no_ort:
+        print(f"ONNX Runtime (CPU):  pass {ort['pass']}, fail {ort['fail']}, unsupported {ort['unsupported']}")
+    print("\nby op (pass/fail/unsupported):")
+    for op in sorted(by_op):
+        c = by_op[op]
+        print(f"  {op:<28} {c['pass']:>4} {c['fail']:>4} {c['unsupported']:>4}")
+    if args.json:
+        json.dump(list(results.values()), open(args.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""ONNX backend node tests (onnx.backend.test) through our pipeline: check -> import -> build (llvm) -> run.
+
+Each case ends as `pass`, `fail` (built but wrong, or the build/run broke) or `unsupported` (the frontend has
+no converter, or rejected the node). The expected outputs and tolerances are the suite's own.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class CaseResult:
+    name: str
+    op: str
+    status: str  # pass | fail | unsupported
+    detail: str = ""
+
+    def to_json(self):
+        return {"name": self.name, "op": self.op, "status": self.status, "detail": self.detail}
+
+
+def collect_cases(names: set[str] | None = None) -> list:
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node.collect_testcases()
+    cases = [c for c in cases if c.model is not None and c.data_sets]
+    if names is not None:
+        cases = [c for c in cases if c.name in names]
+    return cases
+
+
+def case_op(case) -> str:
+    return case.model.graph.node[0].op_type if case.model.graph.node else "?"
+
+
+def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
+    import onnx
+
+    from .errors import TunerError, UnsupportedModelError
+    from .reference import compare_outputs
+
+    op = case_op(case)
+    model = case.model
+    for vi in model.graph.input:
+        if not vi.type.HasField("tensor_type"):
+            return CaseResult(case.name, op, "unsupported", "non-tensor input (sequence/optional)")
+    inputs, expected = case.data_sets[0]
+    try:
+        from .build import build_prepared
+        from .fusion import get_strategy
+        from .onnx_model import prepare_model
+        from .target import resolve_target
+
+        init_names = {t.name for t in model.graph.initializer}
+        real_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
+        shapes = {vi.name: tuple(np.asarray(x).shape) for vi, x in zip(real_inputs, inputs)}
+        prepared = prepare_model(model, shapes, simplify="never")
+        result = build_prepared(prepared, resolve_target(target), get_strategy(fusion))
+    except UnsupportedModelError as err:
+        return CaseResult(case.name, op, "unsupported", err.message.splitlines()[0][:300])
+    except TunerError as err:
+        return CaseResult(case.name, op, "fail", "build: " + err.message.splitlines()[0][:300])
+    except Exception as err:  # TVM internals: a failure, not a crash of the suite
+        return CaseResult(case.name, op, "fail", f"build: {type(err).__name__}: {str(err).strip()[:300]}")
+    try:
+        import tvm
+        from tvm.runtime.vm import VirtualMachine
+
+        vm = VirtualMachine(result.executable, tvm.cpu())
+        args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs]
+        out = vm["main"](*args)
+        flat = []
+
+        def walk(x):
+            if hasattr(x, "numpy"):
+                flat.append(x.numpy())
+            elif isinstance(x, (int, float, bool)):
+                flat.append(np.asarray(x))
+            else:
+                for y in x:
+                    walk(y)
+
+        walk(out)
+    except Exception as err:
+        return CaseResult(case.name, op, "fail", f"run: {type(err).__name__}: {str(err).strip()[:300]}")
+    names = [o.name for o in model.graph.output]
+    exp = {n: np.asarray(e) for n, e in zip(names, expected)}
+    got = {n: g for n, g in zip(names, flat)}
+    rep = compare_outputs(got, exp, rtol=case.rtol, atol=0.0)
+    # The suite's own rule: allclose(rtol, atol) elementwise.
+    ok = len(flat) == len(expected) and all(
+        g.shape == e.shape and (np.array_equal(g, e) if e.dtype.kind in "iubSUO" else
+                                np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True))
+        for g, e in zip(flat, exp.values()))
+    del onnx
+    return CaseResult(case.name, op, "pass" if ok else "fail",
+                      "" if ok else f"outputs differ (max_abs_err {rep['max_abs_err']:.3g})")
