@@ -70,9 +70,23 @@ def _make_importer_class():
     from tvm import relax
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
 
+    class NamingBlockBuilder(relax.BlockBuilder):
+        """Names every binding a converter emits after the ONNX node being converted."""
+
+        importer = None
+
+        def emit(self, expr, name_hint=""):
+            ref = self.importer.current_node if self.importer else None
+            var = super().emit(expr, name_hint or (_sanitize(ref.name) if ref else ""))
+            if ref is not None:
+                self.importer.provenance.by_var[var.name] = ref
+            return var
+
     class ProvenanceImporter(ONNXGraphImporter):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
+            self.bb = NamingBlockBuilder()
+            self.bb.importer = self
             self.provenance = Provenance()
             self.current_node: OnnxNodeRef | None = None
             self._marks: list[tuple[OnnxNodeRef, str]] = []  # (node, name of its last binding)
@@ -103,10 +117,20 @@ def _make_importer_class():
             sym = super()._convert_operator(op_name, inputs, attrs, opset)
             ref = self.current_node
             if ref is not None and isinstance(sym, relax.Call):
-                # Bind the node's result under its own name, so it is traceable after every pass.
-                sym = self.bb.emit(sym, name_hint=_sanitize(ref.name))
-                self.provenance.by_var[sym.name] = ref
+                # Bind the node's result (and any nested calls) under its own name, so it is traceable after
+                # every pass; otherwise the normaliser names nested calls "lv", as passes name theirs.
+                sym = self._emit_named(sym, _sanitize(ref.name), ref)
             return sym
+
+        def _emit_named(self, expr, name, ref):
+            if isinstance(expr, relax.Call) and not isinstance(expr.op, relax.GlobalVar):
+                args = [self._emit_named(a, name, ref) if isinstance(a, relax.Call) else a for a in expr.args]
+                if any(a is not b for a, b in zip(args, expr.args)):
+                    expr = relax.Call(expr.op, args, expr.attrs, expr.ty_args)
+                var = self.bb.emit(expr, name_hint=name)
+                self.provenance.by_var[var.name] = ref
+                return var
+            return expr
 
     return ProvenanceImporter
 
@@ -154,7 +178,7 @@ def _assign_unnamed_bindings(mod, prov: Provenance) -> None:
     from tvm import relax
 
     pending: list[str] = []
-    for block in mod["main"].body.blocks:
+    for block in mod["main"].body.blocks:  # noqa: B007
         for binding in block.bindings:
             name = binding.var.name
             if name in prov.by_var:

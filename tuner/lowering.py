@@ -1,7 +1,7 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
     DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
-    -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes]
+    -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes] -> FuseTIR
 
 Decomposing batch-norm first is what lets Conv+BN+ReLU become one kernel. With `none`, the pipeline stops
 before grouping, so each operator is its own kernel.
@@ -22,7 +22,8 @@ class KernelSite:
     var: str
 
 
-def lower(mod, target_spec, strategy: FusionStrategy):
+def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True):
+    """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan)."""
     import tvm
     from tvm import relax
 
@@ -31,6 +32,8 @@ def lower(mod, target_spec, strategy: FusionStrategy):
     passes += strategy.graph_passes(target)
     passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
     passes += strategy.kernel_passes(target)
+    if fuse_tir and strategy.fuses:
+        passes += [relax.transform.FuseTIR()]
     passes += [relax.transform.DeadCodeElimination()]
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential(passes)(mod)

@@ -52,9 +52,13 @@ def _json_default(o):
 
 
 def console():
+    import sys
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
+    width = None if sys.stdout.isatty() else 200
+    return Console(highlight=False, soft_wrap=True, width=width)
 
 
 def err_console():

@@ -1,0 +1,387 @@
+"""The fusion plan: which ONNX nodes went into which kernel, what each kernel moves and computes, and why
+each boundary between kernels was drawn.
+
+Provenance: the importer names bindings after ONNX nodes (tuner.frontend). Lowering is run twice, unfused
+(every op a `call_tir` in main, named after its node) and grouped (FuseOps before FuseTIR, so each group is
+still a Relax function whose inner bindings keep those names), and groups are mapped back member by member.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# TVM's OpPatternKind (include/tvm/relax/op_attr_types.h)
+# 4 is kOutEWiseFusable: conv/matmul/pool-like "anchors" that can absorb element-wise consumers
+PATTERN_KINDS = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduce", 4: "anchor", 7: "tuple", 8: "opaque"}
+
+
+@dataclass
+class Member:
+    var: str
+    primfunc: str
+    pattern: str
+    onnx_node: str | None
+    onnx_op: str | None
+    out_bytes: int
+    flops: float
+
+
+@dataclass
+class Group:
+    name: str  # the kernel (PrimFunc after FuseTIR)
+    var: str  # binding in main
+    members: list[Member]
+    inputs: list[str]  # producer vars in main (kernel outputs or graph inputs)
+    input_bytes: int
+    output_bytes: int
+    weight_bytes: int
+    launched: bool = True  # False: a reshape the VM runs as a view, no kernel
+
+    @property
+    def intermediate_bytes(self) -> int:
+        """Bytes of member outputs that stay inside the kernel (no global-memory round trip)."""
+        return sum(m.out_bytes for m in self.members[:-1])
+
+    @property
+    def flops(self) -> float:
+        return sum(m.flops for m in self.members)
+
+    @property
+    def onnx_nodes(self) -> list[str]:
+        seen = []
+        for m in self.members:
+            if m.onnx_node and m.onnx_node not in seen:
+                seen.append(m.onnx_node)
+        return seen
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "launched": self.launched, "onnx_nodes": self.onnx_nodes,
+                "onnx_ops": sorted({m.onnx_op for m in self.members if m.onnx_op}),
+                "ops": [m.primfunc for m in self.members], "patterns": [m.pattern for m in self.members],
+                "input_bytes": self.input_bytes, "output_bytes": self.output_bytes, "weight_bytes": self.weight_bytes,
+                "intermediate_bytes_saved": self.intermediate_bytes, "flops": self.flops}
+
+
+@dataclass
+class Boundary:
+    producer: str
+    consumer: str
+    tensor_bytes: int
+    reason: str
+
+    def to_json(self):
+        return {"producer": self.producer, "consumer": self.consumer, "bytes": self.tensor_bytes, "reason": self.reason}
+
+
+@dataclass
+class FusionPlan:
+    model: str
+    strategy: str
+    target: str
+    groups: list[Group]
+    boundaries: list[Boundary]
+    unfused_kernels: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> int:
+        return sum(g.launched for g in self.groups)
+
+    def summary(self) -> dict:
+        saved = sum(g.intermediate_bytes for g in self.groups)
+        return {"kernels_before": self.unfused_kernels, "kernels_after": self.kernels,
+                "launches_saved": self.unfused_kernels - self.kernels,
+                "intermediate_bytes_saved": saved,
+                # each saved intermediate was written once and read once unfused
+                "global_traffic_saved_bytes": 2 * saved}
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "strategy": self.strategy, "target": self.target, "summary": self.summary(),
+                "kernels": self.kernels, "groups": [g.to_json() for g in self.groups],
+                "boundaries": [b.to_json() for b in self.boundaries], "notes": self.notes}
+
+
+def _nbytes(ty) -> int:
+    from tvm import relax
+
+    if isinstance(ty, relax.TensorType) and ty.shape is not None:
+        n = 1
+        try:
+            for d in ty.shape.values:
+                n *= int(d)
+        except (TypeError, ValueError):
+            return 0
+        import numpy as np
+
+        return n * np.dtype(str(ty.dtype)).itemsize
+    if isinstance(ty, relax.TupleType):
+        return sum(_nbytes(f) for f in ty.fields)
+    return 0
+
+
+def _pattern(func) -> str:
+    if func is None or func.attrs is None or "op_pattern" not in func.attrs:
+        return "opaque"
+    return PATTERN_KINDS.get(int(func.attrs["op_pattern"]), str(int(func.attrs["op_pattern"])))
+
+
+def _flops(func) -> float:
+    import tvm
+
+    try:
+        return float(tvm.s_tir.analysis.estimate_tir_flops(tvm.IRModule({"main": func})))
+    except Exception:
+        return 0.0
+
+
+def _refine_provenance(unfused_main, prov) -> dict:
+    """var -> OnnxNodeRef for every binding of the unfused main.
+
+    Passes create bindings with fresh names (DecomposeOpsForInference turns a BatchNorm into four ops). A run of
+    unknown bindings between the bindings of ONNX nodes i and j belongs to the nodes strictly between i and j
+    whose own bindings vanished (the BatchNorm), else to node j.
+    """
+    import re
+
+    order = {ref.name: k for k, ref in enumerate(prov.nodes)}
+    bindings = [b.var.name for blk in unfused_main.body.blocks for b in blk.bindings]
+    ids = _unique_ids(unfused_main)
+    # "lv"/"gv" names are the ones passes invent; they may collide with importer-internal ones.
+    known = {i: prov.by_var[v] for v, i in zip(bindings, ids)
+             if v in prov.by_var and prov.by_var[v].name in order and not re.fullmatch(r"[lg]v\d*", v)}
+    present = {ref.name for ref in known.values()}
+    result, pending, last = {}, [], -1
+    for v in ids + [None]:
+        ref = known.get(v) if v is not None else None
+        if v is not None and ref is None:
+            pending.append(v)
+            continue
+        nxt = order[ref.name] if ref is not None else len(prov.nodes)
+        vanished = [prov.nodes[k] for k in range(last + 1, nxt) if prov.nodes[k].name not in present]
+        owner = vanished[-1] if vanished else ref
+        for p in pending:
+            if owner is not None:
+                result[p] = owner
+        pending = []
+        if ref is not None:
+            result[v] = ref
+            last = nxt
+    return result, ids
+
+
+def _unique_ids(func) -> list[str]:
+    """Binding names made unique by position (passes may reuse a name within one function)."""
+    return [f"{b.var.name}#{k}" for k, b in enumerate(b for blk in func.body.blocks for b in blk.bindings)]
+
+
+def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=None, consts=None) -> FusionPlan:
+    import tvm
+    from tvm import relax
+
+    from .frontend import import_to_relax
+    from .fusion import get_strategy
+    from .lowering import lower, primfuncs
+    from .onnx_model import prepare_model
+    from .target import resolve_target
+
+    strategy = get_strategy(fusion)
+    spec = resolve_target(target)
+    prepared = prepare_model(model, shapes, consts)
+    mod, _, prov = import_to_relax(prepared)
+    unfused = lower(mod, spec, get_strategy("none"))
+    grouped = lower(mod, spec, strategy, fuse_tir=False)
+    names, ids = _refine_provenance(unfused["main"], prov)
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    grouped_funcs = primfuncs(grouped)
+
+    def tir_args(call):
+        a = call.args[1]
+        return list(a.fields) if isinstance(a, relax.Tuple) else [a]
+
+    # Unfused bindings indexed by (primfunc base name, var args): groups are matched to them by data flow,
+    # not by name (FuseOps renames group outputs and shares one function between identical groups).
+    index: dict = {}
+    unfused_count = 0
+    uid = {}  # unfused Var -> unique id
+    for k, b in enumerate(b for blk in unfused["main"].body.blocks for b in blk.bindings):
+        uid[b.var] = ids[k]
+        if isinstance(b.value, relax.Call) and b.value.op == call_tir:
+            unfused_count += 1
+            key = (_base(b.value.args[0].name_hint),
+                   tuple(uid.get(a, a.name) for a in tir_args(b.value) if isinstance(a, relax.Var)))
+            index.setdefault(key, []).append(ids[k])
+    to_unfused: dict[str, str] = {}  # grouped-main var -> unfused-main var
+
+    def match(callee, args, env):
+        # args missing from env are group parameters bound to constants (constants are not vars unfused)
+        key = (_base(callee), tuple(env[a.name] for a in args if isinstance(a, relax.Var) and a.name in env))
+        hits = index.get(key)
+        return hits.pop(0) if hits else None
+
+    def member(call, env):
+        callee = call.args[0].name_hint
+        func = grouped_funcs.get(callee)
+        src = match(callee, tir_args(call), env)
+        ref = names.get(src) if src else None
+        return src, Member(src or "?", callee, _pattern(func), ref.name if ref else None,
+                           ref.op_type if ref else None, _nbytes(call.ty), _flops(func) if func is not None else 0.0)
+
+    groups: list[Group] = []
+    for blk in grouped["main"].body.blocks:
+        for b in blk.bindings:
+            v = b.value
+            if not isinstance(v, relax.Call):
+                continue
+            if v.op == call_tir:
+                args = tir_args(v)
+                src, m = member(v, to_unfused)
+                members = [m]
+                kernel = v.args[0].name_hint
+            elif isinstance(v.op, relax.GlobalVar) and isinstance(grouped[v.op], relax.Function):
+                args = list(v.args)
+                inner = grouped[v.op]
+                env = {p.name: (to_unfused.get(a.name, a.name) if isinstance(a, relax.Var) else None)
+                       for p, a in zip(inner.params, args)}
+                env = {k: x for k, x in env.items() if x is not None}
+                members, src = [], None
+                for iblk in inner.body.blocks:
+                    for ib in iblk.bindings:
+                        if isinstance(ib.value, relax.Call) and ib.value.op == call_tir:
+                            src, m = member(ib.value, env)
+                            if src:
+                                env[ib.var.name] = src
+                            members.append(m)
+                kernel = v.op.name_hint
+            else:
+                continue
+            if src:
+                to_unfused[b.var.name] = src
+            groups.append(Group(kernel, b.var.name, members,
+                                [a.name for a in args if isinstance(a, relax.Var)],
+                                sum(_nbytes(a.ty) for a in args if isinstance(a, relax.Var)),
+                                _nbytes(b.var.ty),
+                                sum(_nbytes(a.ty) for a in args if isinstance(a, tvm.ir.expr.Constant))))
+    for g in groups:
+        g.launched = g.var in _launched_vars(grouped)
+    unfused_count = len(_launched_vars(unfused))
+    boundaries = _boundaries(groups, strategy)
+    notes = list(prepared.notes)
+    if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
+        notes.append(f"strategy {strategy.name} fused nothing in this model")
+    return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes)
+
+
+def _launched_vars(mod) -> set[str]:
+    """Bindings of main that still launch something after reshapes become views."""
+    from tvm import relax
+
+    main = relax.transform.RewriteDataflowReshape()(mod)["main"]
+    return {b.var.name for blk in main.body.blocks for b in blk.bindings
+            if isinstance(b.value, relax.Call) and (isinstance(b.value.op, relax.GlobalVar) or
+                                                    getattr(b.value.op, "name", "") == "relax.call_tir")}
+
+
+def _base(name: str) -> str:
+    import re
+
+    return re.sub(r"\d+$", "", name)
+
+
+def _boundaries(groups: list[Group], strategy) -> list[Boundary]:
+    by_var = {g.var: g for g in groups}
+    consumers: dict[str, list[Group]] = {}
+    for g in groups:
+        for src in g.inputs:
+            if src in by_var:
+                consumers.setdefault(src, []).append(g)
+    out = []
+    for g in groups:
+        for src in g.inputs:
+            p = by_var.get(src)
+            if p is None:
+                continue
+            out.append(Boundary(p.name, g.name, p.output_bytes, _reason(p, g, len(consumers[src]), strategy)))
+    return out
+
+
+def _reason(p: Group, c: Group, n_consumers: int, strategy) -> str:
+    if not strategy.fuses:
+        return f"fusion disabled (strategy {strategy.name})"
+    pk, ck = p.members[-1].pattern, c.members[0].pattern
+    anchors = [m for m in c.members if m.pattern == "anchor"]
+    if pk == "opaque" or ck == "opaque":
+        return f"opaque op ({p.members[-1].primfunc if pk == 'opaque' else c.members[0].primfunc})"
+    if n_consumers > 1:
+        return f"output has {n_consumers} consumers"
+    if pk == "reduce" and any(m.pattern in ("reduce", "anchor") for m in c.members):
+        return "reduction after reduction"
+    if any(m.pattern == "anchor" for m in p.members) and anchors:
+        return "two anchor ops (out-ewise-fusable: conv/matmul/pool) never share a kernel"
+    if anchors and c.members[0].pattern == "anchor":
+        return f"{pk} producer not fused into an anchor's input (FuseOps fuses only after an anchor)"
+    if pk == "reduce":
+        return f"reduction followed by {ck}: FuseOps keeps a reduction's output in global memory here"
+    if len(c.members) >= 256 or len(p.members) >= 256:
+        return "max depth reached (relax.FuseOps.max_depth)"
+    return f"{pk} -> {ck}: not grouped by {strategy.name}"
+
+
+def to_dot(plan: FusionPlan) -> str:
+    """Graphviz: ONNX nodes as boxes, each kernel a cluster around its nodes, edges labelled with bytes."""
+
+    def q(s):
+        return '"' + str(s).replace('"', r"\"") + '"'
+
+    lines = ["digraph plan {", "  rankdir=TB; node [shape=box, style=rounded, fontname=Helvetica, fontsize=10];",
+             f"  label={q(f'{plan.model} — fusion={plan.strategy}: {plan.unfused_kernels} → {plan.kernels} kernels')};",
+             "  labelloc=t; fontname=Helvetica;"]
+    owner = {}
+    for k, g in enumerate(plan.groups):
+        color = "#4c78a8" if len(g.members) > 1 else "#999999"
+        lines.append(f"  subgraph cluster_{k} {{ label={q(g.name if len(g.name) < 48 else g.name[:45] + '...')}; "
+                     f"color={q(color)}; fontsize=9; style=rounded;")
+        for node in g.onnx_nodes or [f"{g.name}#{k}"]:
+            if node not in owner:
+                owner[node] = k
+                op = next((m.onnx_op for m in g.members if m.onnx_node == node), "") or ""
+                label = node + "\\n" + op
+                lines.append(f"    {q(node)} [label={q(label)}];")
+        lines.append("  }")
+    by_var = {g.var: g for g in plan.groups}
+    for g in plan.groups:
+        for src in g.inputs:
+            p = by_var.get(src)
+            if p and (p.onnx_nodes or [None])[-1] and (g.onnx_nodes or [None])[0]:
+                lines.append(f"  {q(p.onnx_nodes[-1])} -> {q(g.onnx_nodes[0])} [label={q(_human(p.output_bytes))}, fontsize=8];")
+        nodes = g.onnx_nodes
+        for a, b in zip(nodes, nodes[1:]):
+            lines.append(f"  {q(a)} -> {q(b)} [color=\"#4c78a8\", style=dashed];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def render_svg(plan: FusionPlan, path: str) -> None:
+    import shutil
+    import subprocess
+
+    from .errors import TunerError
+    from .package import atomic_write
+
+    dot = shutil.which("dot")
+    if not dot:
+        raise TunerError("--svg needs Graphviz's `dot`", "install it: apt-get install graphviz (scripts/setup.sh does)")
+    svg = subprocess.run([dot, "-Tsvg"], input=to_dot(plan).encode(), capture_output=True, check=True).stdout
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(svg)
+
+    atomic_write(path, write)
