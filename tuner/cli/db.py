@@ -1,0 +1,54 @@
+"""`fusion-tuner db show DIR` and `fusion-tuner db merge SRC... -o DST`."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+from . import help as H
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{H.PROG} db", description=H.COMMANDS["db"])
+    sub = p.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("show", help="tasks, trials and best latency per task")
+    s.add_argument("dir")
+    common.add_output_flags(s)
+    m = sub.add_parser("merge", help="merge databases of one target, deduplicated")
+    m.add_argument("sources", nargs="+")
+    m.add_argument("-o", "--output", required=True)
+    common.add_output_flags(m)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from .. import database as D
+
+    if args.action == "show":
+        doc = D.show(args.dir)
+        if args.json:
+            common.print_json(doc)
+            return 0
+        from rich.table import Table
+
+        con = common.console()
+        con.print(f"{doc['db']}: target {doc['target']}, TVM {doc['tvm_version']}, host {doc['host']}, "
+                  f"{doc['workloads']} workloads, {doc['records']} records")
+        t = Table()
+        for col in ("task", "trials", "best ms", "GFLOP/s"):
+            t.add_column(col)
+        for task in doc["tasks"]:
+            t.add_row(task["task"], str(task["trials"]), f"{task['best_ms']:.4f}" if task["best_ms"] else "—",
+                      f"{task['gflops']:.1f}" if task["gflops"] else "—")
+        con.print(t)
+        for r in doc["repairs"]:
+            con.print(f"[yellow]repaired:[/] {r}")
+        return 0
+    doc = D.merge(args.sources, args.output)
+    if args.json:
+        common.print_json(doc)
+    else:
+        common.console().print(f"merged into {doc['db']}: {doc['added']} records added, {doc['duplicates']} duplicates "
+                               f"skipped, {doc['records']} in total")
+    return 0

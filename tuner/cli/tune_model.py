@@ -1,0 +1,127 @@
+"""`fusion-tuner tune-model MODEL.onnx -o model.ftpkg`: tune every fused kernel, then build the tuned package."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from . import common
+from . import help as H
+from ..errors import TunerError
+
+
+def parse_duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|h)?", text.strip())
+    if not m:
+        raise TunerError(f"--time-budget {text!r}: write e.g. 90s, 20m or 2h")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{H.PROG} tune-model", description=H.COMMANDS["tune-model"])
+    common.add_model_args(p)
+    common.add_target_arg(p)
+    common.add_fusion_arg(p)
+    p.add_argument("--trials", type=int, default=64,
+                   help="total measured candidates for the whole model (all tasks together); the gradient task "
+                        "scheduler spends them where they cut end-to-end latency most")
+    p.add_argument("--max-trials-per-task", type=int, help="cap per task")
+    p.add_argument("--time-budget", help="stop cleanly when this much time has passed (90s, 20m, 2h)")
+    p.add_argument("--early-stopping", type=int, help="stop after this many rounds without improvement")
+    p.add_argument("--db", help="tuning database folder (default logs/<model>-<sha8>/<target-key>/)")
+    p.add_argument("--resume", action="store_true",
+                   help="count trials already in the database against --trials and start the cost model from "
+                        "the saved one")
+    p.add_argument("--only", action="append", default=[], help="tune only tasks whose name matches (glob or substring)")
+    p.add_argument("--skip", action="append", default=[], help="do not tune tasks whose name matches")
+    p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
+    p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
+    p.add_argument("--trials-per-iter", type=int, default=8, help="candidates measured per search iteration")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime check of the tuned package")
+    p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display (for scripts)")
+    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's own logs")
+    common.add_output_flags(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    shapes, consts = common.parse_model_args(args)
+    from ..tuning import Knobs
+
+    if args.trials_per_iter < 1:
+        raise TunerError("--trials-per-iter must be >= 1")
+    knobs = Knobs(trials=args.trials, max_trials_per_task=args.max_trials_per_task,
+                  num_trials_per_iter=args.trials_per_iter, time_budget_s=parse_duration(args.time_budget),
+                  early_stopping=args.early_stopping, cost_model=args.cost_model, search=args.search, seed=args.seed,
+                  only=tuple(args.only), skip=tuple(args.skip))
+    from ..tune_model import tune_model
+
+    quiet = args.quiet or args.json
+    summary = tune_model(args.model, args.output, target=args.target, fusion=args.fusion, knobs=knobs, db=args.db,
+                         resume=args.resume, shapes=shapes, consts=consts, verify=not args.no_verify,
+                         progress=None if quiet else _progress_printer(), verbose=args.verbose)
+    if args.json:
+        common.print_json(summary)
+    else:
+        render(summary)
+    if summary["stopped"] == "interrupted":
+        return 130
+    return 0 if (summary.get("verify") or {}).get("ok", True) else 1
+
+
+def _task_table(states, title):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("task", "MFLOP", "weight", "trials", "best ms", "GFLOP/s", "note"):
+        t.add_column(col, justify="left" if col in ("task", "note") else "right")
+    for s in states:
+        t.add_row(s.name if hasattr(s, "name") else s["task"], f"{(s.flops if hasattr(s, 'flops') else s['flops']) / 1e6:.2f}",
+                  str(s.weight if hasattr(s, "weight") else s["weight"]), str(s.trials if hasattr(s, "trials") else s["trials"]),
+                  _fmt(s.best_ms if hasattr(s, "best_ms") else s["best_ms"], "{:.4f}"),
+                  _fmt(s.gflops if hasattr(s, "gflops") else s["gflops"], "{:.1f}"),
+                  (s.skipped if hasattr(s, "skipped") else s["skipped"]) or "")
+    return t
+
+
+def _fmt(v, f):
+    return f.format(v) if v is not None else "—"
+
+
+def _progress_printer():
+    con = common.console()
+
+    def show(states, spent, budget, elapsed):
+        eta = elapsed / spent * (budget - spent) if spent else float("nan")
+        bar = int(30 * spent / max(budget, 1))
+        con.print(_task_table(states, f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
+                                      f"{elapsed:.0f} s elapsed, ETA {eta:.0f} s"))
+
+    return show
+
+
+def render(summary) -> None:
+    con = common.console()
+    con.print(_task_table(summary["tasks"], f"{summary['model']} on {summary['target']} (fusion={summary['fusion']})"))
+    con.print(f"trials this run: {summary['trials']} (database holds {summary['trials_in_db']}), "
+              f"{summary['tune_seconds']} s, stopped: {summary['stopped']}; database: {summary['db']}")
+    if summary["shared_workloads"]:
+        con.print(f"reused records of {summary['shared_workloads']} kernel(s) tuned for other models")
+    for r in summary.get("repairs") or []:
+        con.print(f"[yellow]database repaired:[/] {r}")
+    if not summary.get("package"):
+        con.print("[yellow]interrupted: database is consistent; rerun with --resume to continue[/]")
+        return
+    con.print(f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
+              + (f"; default schedules: {', '.join(summary['default_schedules'][:10])}" if summary["default_schedules"] else ""))
+    lat = summary["latency_ms"]
+    con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
+    v = summary.get("verify")
+    if v:
+        con.print(f"verify vs ONNX Runtime: {'[green]PASS[/]' if v['ok'] else '[red]FAIL[/]'} max_abs_err={v['max_abs_err']:.3g}")
+    con.print(f"[green]wrote[/] {summary['package']}")

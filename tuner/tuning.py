@@ -1,0 +1,232 @@
+"""tune-model: MetaSchedule search over every fused kernel, with budget accounting, resume and kill safety.
+
+The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
+
+    tasks   = extract_tasks(fused module)            # one per distinct fused kernel
+    tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
+    done    = trials already recorded per task        # from the database files, not a counter we keep
+    while budget left and time left:
+        tune_tasks(round of trials, gradient task scheduler, XGB cost model shared across rounds)
+        save cost model + manifest                    # a kill loses at most the round in flight
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from dataclasses import dataclass, field
+
+from .errors import TunerError
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Every tuning knob in one place."""
+
+    trials: int = 64  # total for the model, over all tasks
+    max_trials_per_task: int | None = None
+    num_trials_per_iter: int = 8
+    round_trials: int | None = None  # default: 4 iterations per task per round
+    time_budget_s: float | None = None
+    early_stopping: int | None = None  # stop after this many rounds without improvement
+    trivial_flops: float = 4e3  # below this a kernel keeps its default schedule
+    cost_model: str = "xgb"  # xgb | random
+    search: str = "evolutionary"  # evolutionary | replay-trace
+    seed: int | None = None
+    only: tuple = ()
+    skip: tuple = ()
+    builder_timeout_s: float = 60.0
+    runner_timeout_s: float = 30.0
+
+
+def fast_build(mod, target, _params):
+    """MetaSchedule's default build, minus importing every tensor intrinsic (~20 s) in each fresh worker:
+    the intrinsics are imported only when the candidate was tensorized."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    if "tensorize" in mod.script(show_meta=False):
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+@dataclass
+class TaskState:
+    name: str
+    flops: float
+    weight: int
+    workload_hash: str
+    trials: int = 0
+    best_ms: float | None = None
+    skipped: str | None = None  # why it is not tuned
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / (self.best_ms * 1e-3) / 1e9 if self.best_ms and self.flops else None
+
+    def to_json(self):
+        return {"task": self.name, "flops": self.flops, "weight": self.weight, "trials": self.trials,
+                "best_ms": self.best_ms, "gflops": self.gflops, "skipped": self.skipped,
+                "workload_hash": self.workload_hash}
+
+
+@dataclass
+class TuneResult:
+    db_dir: str
+    tasks: list[TaskState]
+    trials_this_run: int
+    trials_total: int
+    wall_s: float
+    stopped: str  # budget | time | early-stopping | interrupted | nothing-to-do
+    shared_workloads: int = 0
+    repairs: list = field(default_factory=list)
+
+
+def _task_flops(mod) -> float:
+    import tvm
+
+    try:
+        return float(tvm.s_tir.analysis.estimate_tir_flops(mod))
+    except Exception:
+        return 0.0
+
+
+def _selected(name: str, knobs: Knobs) -> str | None:
+    if knobs.only and not any(fnmatch.fnmatch(name, p) or p in name for p in knobs.only):
+        return "not selected by --only"
+    if any(fnmatch.fnmatch(name, p) or p in name for p in knobs.skip):
+        return "excluded by --skip"
+    return None
+
+
+def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_key: str, fusion: str,
+         progress=None) -> TuneResult:
+    import tvm
+    from filelock import FileLock, Timeout
+    from tvm.s_tir import meta_schedule as ms
+
+    from . import database as D
+
+    os.makedirs(db_dir, exist_ok=True)
+    lock = FileLock(os.path.join(db_dir, D.LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise TunerError(f"tuning database {db_dir} is in use by another tune-model run",
+                         "wait for it to finish, or tune into another --db") from None
+    try:
+        db, manifest, repairs = D.open_database(db_dir, target_spec, create=True)
+        manifest = manifest or D.new_manifest(target_spec, fusion)
+        target = target_spec.tvm_target()
+        extracted = ms.relax_integration.extract_tasks(fused_mod, target)
+        hashes = D.workload_hashes(db_dir)
+        counts = D.record_counts(db_dir)
+        states, tunable = [], []
+        shared = 0
+        for t in extracted:
+            h = str(__import__('tvm_ffi').structural_hash(t.dispatched[0]))
+            st = TaskState(t.task_name, _task_flops(t.dispatched[0]), int(t.weight), h)
+            if h in hashes:
+                c = counts.get(hashes.index(h), {})
+                st.trials, st.best_ms = c.get("trials", 0), (c["best_s"] * 1e3 if c.get("best_s") else None)
+                if st.trials and model_key not in manifest.get("models", {}):
+                    shared += 1
+            st.skipped = _selected(t.task_name, knobs) or (
+                f"trivial ({st.flops:.0f} FLOPs < {knobs.trivial_flops:.0f}): default schedule"
+                if st.flops < knobs.trivial_flops else None)
+            states.append(st)
+            if not st.skipped:
+                tunable.append((t, st))
+        done_before = sum(st.trials for _, st in tunable) if resume else 0
+        budget = max(0, knobs.trials - done_before)
+        if knobs.max_trials_per_task:
+            tunable = [(t, st) for t, st in tunable if not resume or st.trials < knobs.max_trials_per_task]
+        start = time.time()
+        spent, stopped, stale_rounds, best_total = 0, "budget", 0, None
+        cost_model = ms.cost_model.CostModel.create(knobs.cost_model, num_tuning_cores=target_spec.config.get("num-cores", 1)) \
+            if knobs.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=target_spec.config.get("num-cores", 1))
+        cm_path = os.path.join(db_dir, D.COST_MODEL)
+        if resume and knobs.cost_model == "xgb" and os.path.exists(cm_path):
+            cost_model.load(cm_path)  # resume with what the model learned, not from scratch
+        builder = ms.builder.LocalBuilder(f_build=fast_build, timeout_sec=knobs.builder_timeout_s,
+                                          max_workers=target_spec.config.get("num-cores", 1))
+        runner = ms.runner.LocalRunner(timeout_sec=knobs.runner_timeout_s)
+        round_trials = knobs.round_trials or max(knobs.num_trials_per_iter * 4 * max(1, len(tunable)), 16)
+        if not tunable or budget == 0:
+            stopped = "nothing-to-do"
+        try:
+            while tunable and spent < budget:
+                if knobs.time_budget_s and time.time() - start >= knobs.time_budget_s:
+                    stopped = "time"
+                    break
+                this_round = min(round_trials, budget - spent)
+                contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                    [t for t, _ in tunable], os.path.join(db_dir, "logs"), strategy=knobs.search,
+                    num_threads=target_spec.config.get("num-cores", 1), seed=knobs.seed)
+                before = sum(D.record_counts(db_dir).get(i, {}).get("trials", 0) for i in range(len(D.workload_hashes(db_dir))))
+                ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=os.path.join(db_dir, "logs"),
+                                   max_trials_global=this_round, max_trials_per_task=knobs.max_trials_per_task,
+                                   num_trials_per_iter=knobs.num_trials_per_iter, builder=builder, runner=runner,
+                                   database=db, cost_model=cost_model, task_scheduler="gradient")
+                after_counts = D.record_counts(db_dir)
+                hashes = D.workload_hashes(db_dir)
+                ran = sum(c["trials"] for c in after_counts.values()) - before
+                spent += max(ran, 0)
+                _refresh(states, hashes, after_counts)
+                _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs)
+                if progress:
+                    progress(states, spent, budget, time.time() - start)
+                total = _weighted_latency(states)
+                if best_total is not None and total is not None and total >= best_total * 0.999:
+                    stale_rounds += 1
+                else:
+                    stale_rounds, best_total = 0, total
+                if knobs.early_stopping and stale_rounds >= knobs.early_stopping:
+                    stopped = "early-stopping"
+                    break
+                if ran <= 0:
+                    stopped = "search space exhausted"
+                    break
+        except KeyboardInterrupt:
+            stopped = "interrupted"
+        _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+        _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs)
+        total_trials = sum(s.trials for s in states)
+        return TuneResult(db_dir, states, spent, total_trials, time.time() - start, stopped, shared, repairs)
+    finally:
+        lock.release()
+
+
+def _refresh(states, hashes, counts):
+    for st in states:
+        if st.workload_hash in hashes:
+            c = counts.get(hashes.index(st.workload_hash), {})
+            st.trials = c.get("trials", 0)
+            st.best_ms = c["best_s"] * 1e3 if c.get("best_s") else None
+
+
+def _weighted_latency(states):
+    vals = [s.best_ms * s.weight for s in states if s.best_ms and not s.skipped]
+    return sum(vals) if vals else None
+
+
+def _save_progress(D, db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs):
+    manifest.setdefault("tasks", {})
+    for st in states:
+        manifest["tasks"][st.name] = {"workload_hash": st.workload_hash, "trials": st.trials, "best_ms": st.best_ms,
+                                      "flops": st.flops, "weight": st.weight}
+    manifest.setdefault("models", {})[model_key] = {"fusion": fusion, "tasks": [s.name for s in states],
+                                                    "updated": D.now()}
+    manifest["wall_seconds"] = float(manifest.get("wall_seconds", 0.0)) + 0.0
+    manifest["last_run_seconds"] = wall
+    D.write_manifest(db_dir, manifest)
+    if knobs.cost_model == "xgb":
+        tmp = os.path.join(db_dir, f".cost_model.{os.getpid()}.tar")
+        try:
+            cost_model.save(tmp)
+            os.replace(tmp, os.path.join(db_dir, D.COST_MODEL))
+        except Exception:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
