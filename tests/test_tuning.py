@@ -1,0 +1,143 @@
+"""Tuning, CI-sized: a tiny MLP, tens of trials. Real MetaSchedule measurement on this CPU."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_cli
+from tuner import database as D
+from tuner.errors import TunerError
+
+SHAPE = ["--input-shape", "x:16x32"]
+
+
+@pytest.fixture(scope="module")
+def tuned(mlp, tmp_path_factory):
+    d = tmp_path_factory.mktemp("tune")
+    db = str(d / "db")
+    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "16", "--db", db, "--seed", "1",
+                "-o", str(d / "mlp.ftpkg"), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), db, str(d / "mlp.ftpkg")
+
+
+def test_tuning_improves_latency_and_verifies(tuned):
+    summary, db, pkg = tuned
+    assert summary["trials"] == 16 and summary["stopped"] == "budget"
+    assert summary["applied"] >= 1 and summary["verify"]["ok"]
+    assert summary["latency_ms"]["tuned"] < summary["latency_ms"]["untuned"]
+    manifest = json.load(open(os.path.join(db, "manifest.json")))
+    assert manifest["target_key"].startswith("llvm-") and manifest["tvm_version"].startswith("0.27")
+    assert sum(t["trials"] for t in manifest["tasks"].values()) == 16
+
+
+def test_resume_spends_only_the_remaining_budget(tuned, mlp, tmp_path):
+    _, db, _ = tuned
+    copy = str(tmp_path / "db")
+    shutil.copytree(db, copy)
+    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "16", "--db", copy, "--resume",
+                "-o", str(tmp_path / "a.ftpkg"), "--json", "--no-verify")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["trials"] == 0 and doc["stopped"] == "nothing-to-do"
+    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "24", "--db", copy, "--resume",
+                "-o", str(tmp_path / "b.ftpkg"), "--json", "--no-verify")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["trials"] == 8 and doc["trials_in_db"] == 24
+
+
+def test_record_for_another_target_is_not_applied(tuned, mlp, tmp_path):
+    _, db, _ = tuned
+    copy = str(tmp_path / "db")
+    shutil.copytree(db, copy)
+    m = json.load(open(os.path.join(copy, "manifest.json")))
+    m["target_key"] = "llvm-skylake-avx512-8c"
+    json.dump(m, open(os.path.join(copy, "manifest.json"), "w"))
+    r = run_cli("compile", mlp, *SHAPE, "--target", "llvm", "--db", copy, "-o", str(tmp_path / "o.ftpkg"))
+    assert r.returncode == 2 and "not applied to another target" in r.stderr
+
+
+def test_compile_with_db_applies_records(tuned, mlp, tmp_path):
+    _, db, _ = tuned
+    r = run_cli("compile", mlp, *SHAPE, "--target", "llvm", "--db", db, "-o", str(tmp_path / "o.ftpkg"), "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)["tuning_db"]
+    assert info["applied"] >= 1 and info["digest"] == D.digest(db)
+
+
+def test_truncated_line_is_tolerated_and_reported(tuned, tmp_path):
+    _, db, _ = tuned
+    copy = str(tmp_path / "db")
+    shutil.copytree(db, copy)
+    rec = os.path.join(copy, D.RECORDS)
+    n = sum(1 for _ in open(rec))
+    with open(rec, "a") as f:
+        f.write('[0, [[["SampleCategorical", ')  # a write cut by a kill
+    _, _, notes = D.open_database(copy)
+    assert any("truncated" in x for x in notes)
+    assert sum(1 for _ in open(rec)) == n
+    assert D.show(copy)["records"] == n
+
+
+def test_db_merge_deduplicates(tuned, tmp_path):
+    _, db, _ = tuned
+    dst = str(tmp_path / "merged")
+    first = D.merge([db], dst)
+    again = D.merge([db, db], dst)
+    assert first["added"] == first["records"] > 0
+    assert again["added"] == 0 and again["duplicates"] == 2 * first["records"]
+    r = run_cli("db", "show", dst, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["records"] == first["records"]
+
+
+def test_db_merge_refuses_mixed_targets(tuned, tmp_path):
+    _, db, _ = tuned
+    other = str(tmp_path / "other")
+    shutil.copytree(db, other)
+    m = json.load(open(os.path.join(other, "manifest.json")))
+    m["target_key"] = "cuda-sm_90"
+    json.dump(m, open(os.path.join(other, "manifest.json"), "w"))
+    with pytest.raises(TunerError, match="different targets"):
+        D.merge([db, other], str(tmp_path / "m"))
+
+
+def test_second_run_on_a_locked_db_is_refused(tuned, mlp, tmp_path):
+    from filelock import FileLock
+
+    _, db, _ = tuned
+    with FileLock(os.path.join(db, D.LOCK)):
+        r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "8", "--db", db,
+                    "-o", str(tmp_path / "o.ftpkg"))
+    assert r.returncode == 2 and "in use by another tune-model run" in r.stderr
+
+
+def test_kill_9_mid_tuning_leaves_a_database_that_loads_and_resumes(mlp, tmp_path):
+    db = str(tmp_path / "db")
+    cmd = [sys.executable, "-m", "tuner.cli.main", "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "64",
+           "--db", db, "-o", str(tmp_path / "o.ftpkg"), "-q"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    rec = os.path.join(db, D.RECORDS)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (os.path.exists(rec) and os.path.getsize(rec) > 0):
+        time.sleep(0.5)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert os.path.getsize(rec) > 0, "no record was written before the kill"
+    _, _, notes = D.open_database(db)
+    before = D.show(db)["records"]
+    lines = [json.loads(x) for x in open(rec) if x.strip()]
+    assert len(lines) == before
+    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", str(before + 8), "--db", db, "--resume",
+                "-o", str(tmp_path / "o.ftpkg"), "--json", "--no-verify")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["trials_in_db"] == before + doc["trials"] and doc["trials"] <= 8
+    keys = [json.dumps(x) for x in (json.loads(y) for y in open(rec) if y.strip())]
+    assert len(keys) == len(set(keys)), "resume duplicated records"
