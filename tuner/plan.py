@@ -261,9 +261,10 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
                                 sum(_nbytes(a.ty) for a in args if isinstance(a, relax.Var)),
                                 _nbytes(b.var.ty),
                                 sum(_nbytes(a.ty) for a in args if isinstance(a, tvm.ir.expr.Constant))))
+    launched = set(_launched_vars(grouped))
     for g in groups:
-        g.launched = g.var in _launched_vars(grouped)
-    unfused_count = len(_launched_vars(unfused))
+        g.launched = g.var in launched
+    unfused_count = len(_launched_vars(unfused))  # a list: names may repeat
     boundaries = _boundaries(groups, strategy)
     notes = list(prepared.notes)
     if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
@@ -271,14 +272,14 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes)
 
 
-def _launched_vars(mod) -> set[str]:
+def _launched_vars(mod) -> list[str]:
     """Bindings of main that still launch something after reshapes become views."""
     from tvm import relax
 
     main = relax.transform.RewriteDataflowReshape()(mod)["main"]
-    return {b.var.name for blk in main.body.blocks for b in blk.bindings
+    return [b.var.name for blk in main.body.blocks for b in blk.bindings
             if isinstance(b.value, relax.Call) and (isinstance(b.value.op, relax.GlobalVar) or
-                                                    getattr(b.value.op, "name", "") == "relax.call_tir")}
+                                                    getattr(b.value.op, "name", "") == "relax.call_tir")]
 
 
 def _base(name: str) -> str:

@@ -1,0 +1,64 @@
+"""Fusion plan: exact group membership on small graphs, reasons on boundaries, JSON and SVG outputs."""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli
+from tuner.build import compile_model
+from tuner.plan import build_plan
+
+
+def test_cnn_groups_conv_bn_act(cnn):
+    plan = build_plan(cnn, target="llvm", fusion="tvm")
+    groups = [g.onnx_nodes for g in plan.groups]
+    assert groups[0] == ["stem/conv", "stem/bn", "stem/relu"]
+    assert groups[1] == ["block1/conv", "block1/bn", "block1/relu", "block1/residual"]
+    assert ["block2/conv", "block2/bn", "block2/relu6"] in groups
+    assert ["pool"] in groups and ["softmax"] in groups
+    # every ONNX node appears in exactly one kernel
+    flat = [n for g in groups for n in g]
+    assert len(flat) == len(set(flat))
+    assert plan.groups[0].intermediate_bytes == 6 * 16 * 32 * 32 * 4  # six 64 KB intermediates stay in-kernel
+
+
+def test_transformer_attention_and_layernorm_groups(transformer):
+    plan = build_plan(transformer, target="llvm", fusion="tvm")
+    groups = [g.onnx_nodes for g in plan.groups]
+    assert ["attn/scores", "attn/scale", "attn/mask"] in groups
+    assert ["ln1/var", "ln1/add_eps", "ln1/sqrt", "ln1/normalize", "ln1/scale", "ln1/shift"] in groups
+    assert ["ffn/fc1/matmul", "ffn/fc1/bias", "ffn/gelu/div", "ffn/gelu/erf", "ffn/gelu/add", "ffn/gelu/mul",
+            "ffn/gelu/half"] in groups
+    reasons = {b.reason for b in plan.boundaries}
+    assert "output has 2 consumers" in reasons
+
+
+def test_unfused_plan_counts_match_the_build(cnn, tmp_path):
+    none = build_plan(cnn, target="llvm", fusion="none")
+    tvm = build_plan(cnn, target="llvm", fusion="tvm")
+    _, m_none = compile_model(cnn, str(tmp_path / "n.ftpkg"), target="llvm", fusion="none")
+    _, m_tvm = compile_model(cnn, str(tmp_path / "t.ftpkg"), target="llvm", fusion="tvm")
+    assert none.kernels == m_none["kernels"] and tvm.kernels == m_tvm["kernels"]
+    assert none.summary()["kernels_before"] == none.kernels
+    assert tvm.summary()["launches_saved"] == m_none["kernels"] - m_tvm["kernels"]
+    assert all(b.reason == "fusion disabled (strategy none)" for b in none.boundaries)
+    assert all(len(g.members) == 1 for g in none.groups)
+
+
+def test_plan_cli_json_and_svg(cnn, tmp_path):
+    if not shutil.which("dot"):
+        pytest.fail("Graphviz `dot` is missing: scripts/setup.sh installs it")
+    svg = tmp_path / "plan.svg"
+    r = run_cli("plan", cnn, "--target", "llvm", "--json", "-", "--svg", str(svg))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["strategy"] == "tvm" and doc["kernels"] == len([g for g in doc["groups"] if g["launched"]])
+    assert {"name", "onnx_nodes", "ops"} <= set(doc["groups"][0]) and all("reason" in b for b in doc["boundaries"])
+    text = svg.read_text()
+    assert text.lstrip().startswith("<?xml") and "stem/bn" in text and "cluster" in text
+
+
+def test_plan_unknown_strategy(cnn):
+    r = run_cli("plan", cnn, "--fusion", "greedy")
+    assert r.returncode == 2 and "known strategies" in r.stderr
