@@ -3,7 +3,7 @@
 An output passes when every element satisfies |tvm - ort| <= ATOL * max(1, max|ort|) + RTOL * |ort|.
 The absolute term scales with the output's magnitude (deep fp32 networks accumulate error in proportion to
 their activations). Reported: max_abs_err, and max_rel_err = max_abs_err / max(max|ort|, tiny).
-Integer and boolean outputs must match exactly.
+Integer and boolean outputs must match exactly; equal infinities and NaN in both count as equal.
 """
 
 from __future__ import annotations
@@ -69,10 +69,14 @@ def compare_outputs(actual: dict[str, np.ndarray], expected: dict[str, np.ndarra
             scale = float(np.abs(ref).max()) if ref.dtype.kind != "b" else 1.0
         else:
             g, r = got.astype(np.float64), ref.astype(np.float64)
-            both_nan = np.isnan(g) & np.isnan(r)
-            diff = np.where(both_nan, 0.0, np.abs(g - r))
-            scale = float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 1.0
-            out_ok = bool((diff <= atol * max(1.0, scale) + rtol * np.abs(r)).all()) and not np.isnan(diff).any()
+            same = (np.isnan(g) & np.isnan(r)) | (g == r)  # equal infinities are equal, not inf - inf = nan
+            with np.errstate(invalid="ignore"):
+                diff = np.where(same, 0.0, np.abs(g - r))
+            finite = np.abs(r[np.isfinite(r)])
+            scale = float(finite.max()) if finite.size else 1.0
+            with np.errstate(invalid="ignore"):
+                close = same | (diff <= atol * max(1.0, scale) + rtol * np.abs(np.nan_to_num(r)))
+            out_ok = bool(close.all())
         max_abs = float(np.nanmax(diff)) if diff.size else 0.0
         max_rel = max_abs / max(scale, 1e-12)
         per_output[name] = {"ok": out_ok, "max_abs_err": max_abs, "max_rel_err": max_rel}

@@ -128,6 +128,8 @@ def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[
             out[spec["name"]] = np.zeros(shape, dtype)
         elif fill == "ones":
             out[spec["name"]] = np.ones(shape, dtype)
+        elif dtype.kind in "iu" and "mask" in spec["name"].lower():
+            out[spec["name"]] = np.ones(shape, dtype)  # attention masks: attend everywhere
         elif dtype.kind in "iu":
             out[spec["name"]] = rng.integers(0, 2 if dtype.itemsize == 1 else 100, size=shape).astype(dtype)
         elif dtype.kind == "b":
