@@ -9,7 +9,7 @@ FT=.venv/bin/fusion-tuner
 mkdir -p out
 $FT check models/cnn.onnx
 if $FT tune-model --help >/dev/null 2>&1; then
-  $FT tune-model models/cnn.onnx --target llvm --trials 64 -o out/cnn.ftpkg
+  $FT tune-model models/cnn.onnx --target llvm --trials 32 -o out/cnn.ftpkg
 else
   $FT compile models/cnn.onnx --target llvm -o out/cnn.ftpkg
 fi
