@@ -62,3 +62,18 @@ def test_plan_cli_json_and_svg(cnn, tmp_path):
 def test_plan_unknown_strategy(cnn):
     r = run_cli("plan", cnn, "--fusion", "greedy")
     assert r.returncode == 2 and "known strategies" in r.stderr
+
+
+def test_horizontal_merges_qkv_and_stays_correct(transformer, cnn, tmp_path):
+    from tuner.inference import run_package
+
+    tvm_plan = build_plan(transformer, target="llvm", fusion="tvm")
+    h_plan = build_plan(transformer, target="llvm", fusion="horizontal")
+    assert h_plan.kernels < tvm_plan.kernels  # three Q/K/V MatMul+bias kernels became one
+    names = [g.name for g in h_plan.groups]
+    assert sum("matmul" in n for n in names) == sum("matmul" in n for n in (g.name for g in tvm_plan.groups)) - 2
+    out = str(tmp_path / "h.ftpkg")
+    compile_model(transformer, out, target="llvm", fusion="horizontal")
+    assert run_package(out, verify=transformer, repeat=1)["verify"]["ok"]
+    # nothing parallel in the CNN: same kernels as tvm
+    assert build_plan(cnn, target="llvm", fusion="horizontal").kernels == build_plan(cnn, target="llvm", fusion="tvm").kernels

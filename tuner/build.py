@@ -63,14 +63,14 @@ def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
                    db_dir: str | None = None) -> BuildResult:
     import tvm
 
-    from .frontend import import_to_relax
+    from .lowering import import_for
 
     timings = {}
     t0 = time.perf_counter()
-    mod, _, provenance = import_to_relax(prepared)
+    mod, params, provenance = import_for(prepared, strategy)
     timings["import_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    fused = lower(mod, target_spec, strategy)
+    fused = lower(mod, target_spec, strategy, params=params)
     timings["fuse_s"] = time.perf_counter() - t0
     db_info = None
     if db_dir:

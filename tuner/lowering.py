@@ -22,14 +22,17 @@ class KernelSite:
     var: str
 
 
-def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True):
+def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, params: dict | None = None):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan)."""
     import tvm
     from tvm import relax
 
+    if params and not strategy.needs_params:  # weights kept as parameters are constants to everyone else
+        mod = relax.transform.BindParams("main", params)(mod)
+        params = None
     target = target_spec.tvm_target()
     passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
-    passes += strategy.graph_passes(target)
+    passes += strategy.graph_passes(target, params)
     passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
     passes += strategy.kernel_passes(target)
     if fuse_tir and strategy.fuses:
@@ -37,6 +40,18 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True):
     passes += [relax.transform.DeadCodeElimination()]
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential(passes)(mod)
+
+
+def import_for(prepared, strategy: FusionStrategy):
+    """Import for a strategy: (mod, params by name or None, provenance)."""
+    from .frontend import import_to_relax
+
+    mod, params, prov = import_to_relax(prepared, keep_params=strategy.needs_params)
+    if params:
+        main = mod["main"]
+        names = [v.name for v in main.params[int(main.attrs["num_input"]):]]
+        params = dict(zip(names, params["main"]))
+    return mod, params or None, prov
 
 
 def kernel_sites(mod) -> list[KernelSite]:

@@ -180,7 +180,7 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
 
     from .frontend import import_to_relax
     from .fusion import get_strategy
-    from .lowering import lower, primfuncs
+    from .lowering import import_for, lower, primfuncs
     from .onnx_model import prepare_model
     from .target import resolve_target
 
@@ -189,7 +189,8 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     prepared = prepare_model(model, shapes, consts)
     mod, _, prov = import_to_relax(prepared)
     unfused = lower(mod, spec, get_strategy("none"))
-    grouped = lower(mod, spec, strategy, fuse_tir=False)
+    smod, params, _ = import_for(prepared, strategy)
+    grouped = lower(smod, spec, strategy, fuse_tir=False, params=params)
     names, ids = _refine_provenance(unfused["main"], prov)
     call_tir = tvm.ir.Op.get("relax.call_tir")
     grouped_funcs = primfuncs(grouped)

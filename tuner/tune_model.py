@@ -26,9 +26,8 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
 
     from .build import build_prepared, output_shapes_from_build, write_build
     from .database import default_db_dir, open_database
-    from .frontend import import_to_relax
     from .fusion import get_strategy
-    from .lowering import lower
+    from .lowering import import_for, lower
     from .onnx_model import prepare_model
     from .package import check_writable
     from .runtime import load
@@ -53,8 +52,8 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
         open_database(db_dir, spec, create=True)  # refuse another target's folder before any work
-    mod, _, _ = import_to_relax(prepared)
-    fused = lower(mod, spec, strategy)
+    mod, params, _ = import_for(prepared, strategy)
+    fused = lower(mod, spec, strategy, params=params)
     result = tune(fused, spec, db_dir, knobs, resume, f"{prepared.name}-{prepared.sha256[:8]}", strategy.name,
                   progress=progress)
     summary = {"model": model, "target": spec.key, "fusion": strategy.name, "db": db_dir, "stopped": result.stopped,

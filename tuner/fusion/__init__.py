@@ -3,8 +3,9 @@
 Each strategy is a module with a `STRATEGY` object, registered under a short name; `get_strategy("tvm")`
 returns it. A strategy contributes passes at two points of the lowering pipeline:
 
-- `graph_passes`: on the high-level Relax graph (before LegalizeOps), where patterns and horizontal merges
-  see operators such as `relax.nn.conv2d`;
+- `graph_passes(target, params)`: on the high-level Relax graph (before LegalizeOps), where patterns and
+  horizontal merges see operators such as `relax.nn.conv2d`; `params` holds the weights when the strategy
+  asked for them as parameters (`needs_params`), and the strategy binds them back;
 - `kernel_passes`: on the legalised graph (after AnnotateTIROpPattern), where FuseOps-style grouping runs.
 
 Names compose with `+` (e.g. `horizontal+tvm`): graph passes run left to right, then kernel passes.
@@ -22,9 +23,10 @@ from ..errors import TunerError
 class FusionStrategy:
     name: str
     description: str
-    graph_passes: Callable[[object], list] = field(default=lambda target: [])
+    graph_passes: Callable[[object, dict | None], list] = field(default=lambda target, params: [])
     kernel_passes: Callable[[object], list] = field(default=lambda target: [])
     fuses: bool = True  # False: every operator stays its own kernel
+    needs_params: bool = False  # import weights as parameters (bound back after graph passes)
 
 
 _REGISTRY: dict[str, FusionStrategy] = {}
@@ -38,7 +40,7 @@ def register(strategy: FusionStrategy) -> FusionStrategy:
 def _load_builtin() -> None:
     if _REGISTRY:
         return
-    from . import none, tvm_default  # noqa: F401  (registration side effect)
+    from . import none, tvm_default, horizontal  # noqa: F401  (registration order = listing order)
 
 
 def known_strategies() -> list[str]:
@@ -65,6 +67,7 @@ def get_strategy(name: str) -> FusionStrategy:
     return FusionStrategy(
         name="+".join(parts),
         description=" then ".join(s.description for s in chosen),
-        graph_passes=lambda target: [p for s in chosen for p in s.graph_passes(target)],
+        graph_passes=lambda target, params: [p for s in chosen for p in s.graph_passes(target, params)],
         kernel_passes=lambda target: [p for s in chosen for p in s.kernel_passes(target)],
+        needs_params=any(s.needs_params for s in chosen),
     )

@@ -1,0 +1,23 @@
+"""`horizontal`: merge parallel MatMuls that share an input (Q/K/V projections) into one wider MatMul + split,
+then group with TVM's FuseOps. One launch instead of three, and the shared input is read once.
+
+TVM's CombineParallelMatmul only merges MatMuls whose weights are parameters, so this strategy imports weights
+as parameters, merges, then binds them back as constants (the concatenated weights fold at build time).
+A model with no parallel MatMuls builds exactly as `tvm` does.
+"""
+
+from . import FusionStrategy, register
+from .tvm_default import _kernel_passes
+
+
+def _graph_passes(target, params):
+    from tvm import relax
+
+    passes = [relax.transform.CombineParallelMatmul()]
+    if params:
+        passes.append(relax.transform.BindParams("main", params))
+    return passes + [relax.transform.FoldConstant()]
+
+
+STRATEGY = register(FusionStrategy(name="horizontal", description="CombineParallelMatmul, then TVM FuseOps",
+                                   graph_passes=_graph_passes, kernel_passes=_kernel_passes, needs_params=True))
