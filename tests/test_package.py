@@ -104,10 +104,14 @@ def test_mlp_dynamic_batch_bound(mlp, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["verify"]["ok"]
 
 
-def test_cuda_build_only_package(cnn, tmp_path):
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cuda_build_only_package(cnn, tmp_path, arch):
+    from tuner.build import thread_unbound_kernels
+
     out = str(tmp_path / "cuda.ftpkg")
-    _, manifest = compile_model(cnn, out, target="cuda:sm_90", fusion="tvm")
-    assert manifest["target"]["key"] == "cuda-sm_90"
+    result, manifest = compile_model(cnn, out, target=f"cuda:{arch}", fusion="tvm")
+    assert manifest["target"]["key"] == f"cuda-{arch}"
+    assert thread_unbound_kernels(result.fused_mod) == []  # every kernel runs on the GPU, none as host code
     with zipfile.ZipFile(out) as z:
         assert "model.so" in z.namelist()
     assert os.path.getsize(out) > 10_000
