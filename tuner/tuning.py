@@ -4,6 +4,7 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
 
     tasks   = extract_tasks(fused module)            # one per distinct fused kernel
     tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
+    tasks   = the heaviest (FLOPs x weight) when the budget cannot give each one search iteration
     done    = trials already recorded per task        # from the database files, not a counter we keep
     while budget left and time left:
         tune_tasks(round of trials, gradient task scheduler, XGB cost model shared across rounds)
@@ -143,6 +144,15 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
         budget = max(0, knobs.trials - done_before)
         if knobs.max_trials_per_task:
             tunable = [(t, st) for t, st in tunable if not resume or st.trials < knobs.max_trials_per_task]
+        # The gradient scheduler first gives every task one iteration, in task order: with a budget smaller than
+        # that, spend it on the kernels with the most work instead of the first ones.
+        fits = max(1, budget // knobs.num_trials_per_iter)
+        if budget and len(tunable) > fits:
+            ranked = sorted(tunable, key=lambda ts: ts[1].flops * ts[1].weight, reverse=True)
+            for _, st in ranked[fits:]:
+                st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
+            keep = {id(st) for _, st in ranked[:fits]}
+            tunable = [(t, st) for t, st in tunable if id(st) in keep]
         start = time.time()
         spent, stopped, stale_rounds, best_total = 0, "budget", 0, None
         cost_model = ms.cost_model.CostModel.create(knobs.cost_model, num_tuning_cores=target_spec.config.get("num-cores", 1)) \
