@@ -52,13 +52,18 @@ def test_resume_spends_only_the_remaining_budget(tuned, mlp, tmp_path):
     assert r.returncode == 0 and doc["trials"] == 8 and doc["trials_in_db"] == 24
 
 
+def copy_for_target(db, dst, target_key):
+    """A copy of the database whose manifest claims another target."""
+    shutil.copytree(db, dst)
+    m = json.load(open(os.path.join(dst, "manifest.json")))
+    m["target_key"] = target_key
+    json.dump(m, open(os.path.join(dst, "manifest.json"), "w"))
+    return dst
+
+
 def test_record_for_another_target_is_not_applied(tuned, mlp, tmp_path):
     _, db, _ = tuned
-    copy = str(tmp_path / "db")
-    shutil.copytree(db, copy)
-    m = json.load(open(os.path.join(copy, "manifest.json")))
-    m["target_key"] = "llvm-skylake-avx512-8c"
-    json.dump(m, open(os.path.join(copy, "manifest.json"), "w"))
+    copy = copy_for_target(db, str(tmp_path / "db"), "llvm-skylake-avx512-8c")
     r = run_cli("compile", mlp, *SHAPE, "--target", "llvm", "--db", copy, "-o", str(tmp_path / "o.ftpkg"))
     assert r.returncode == 2 and "not applied to another target" in r.stderr
 
@@ -98,11 +103,7 @@ def test_db_merge_deduplicates(tuned, tmp_path):
 
 def test_db_merge_refuses_mixed_targets(tuned, tmp_path):
     _, db, _ = tuned
-    other = str(tmp_path / "other")
-    shutil.copytree(db, other)
-    m = json.load(open(os.path.join(other, "manifest.json")))
-    m["target_key"] = "cuda-sm_90"
-    json.dump(m, open(os.path.join(other, "manifest.json"), "w"))
+    other = copy_for_target(db, str(tmp_path / "other"), "cuda-sm_90")
     with pytest.raises(TunerError, match="different targets"):
         D.merge([db, other], str(tmp_path / "m"))
 

@@ -44,7 +44,6 @@ def thread_unbound_kernels(mod) -> list[str]:
 
 def schedule_for_gpu(mod, target_spec: TargetSpec):
     """dlight's default rules for every kernel without a tuned schedule, then insist each is thread-bound."""
-    import tvm
     from tvm.s_tir import dlight as dl
 
     target = target_spec.tvm_target()
@@ -55,7 +54,6 @@ def schedule_for_gpu(mod, target_spec: TargetSpec):
     if unbound:
         raise TunerError(f"CUDA build: {len(unbound)} kernel(s) have no GPU thread binding and would silently run "
                          f"as host code: {', '.join(unbound[:8])}", "this is a bug in scheduling; please report it")
-    del tvm
     return mod
 
 

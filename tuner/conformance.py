@@ -40,8 +40,6 @@ def case_op(case) -> str:
 
 
 def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
-    import onnx
-
     from .errors import TunerError, UnsupportedModelError
     from .reference import compare_outputs
 
@@ -98,6 +96,5 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
         g.shape == e.shape and (np.array_equal(g, e) if e.dtype.kind in "iubSUO" else
                                 np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True))
         for g, e in zip(flat, exp.values()))
-    del onnx
     return CaseResult(case.name, op, "pass" if ok else "fail",
                       "" if ok else f"outputs differ (max_abs_err {rep['max_abs_err']:.3g})")

@@ -72,7 +72,6 @@ def repair(db_dir: str) -> list[str]:
             kept = [ln for ln in good if json.loads(ln)[0] < n_workloads]
             if len(kept) != len(good):
                 notes.append(f"{name}: dropped {len(good) - len(kept)} record(s) of workloads that were never written")
-                bad += 0
             good = kept
         counts[name] = len(good)
         if bad or (lines and lines[-1].strip()):

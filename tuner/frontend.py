@@ -36,13 +36,6 @@ class Provenance:
     by_var: dict[str, OnnxNodeRef] = field(default_factory=dict)
     nodes: list[OnnxNodeRef] = field(default_factory=list)  # in graph order
 
-    def lookup(self, var_name: str) -> OnnxNodeRef | None:
-        if var_name in self.by_var:
-            return self.by_var[var_name]
-        # Passes derive names from existing ones (e.g. "conv_1_split", "lv3_1"): strip suffixes.
-        base = re.sub(r"(_\d+)+$", "", var_name)
-        return self.by_var.get(base)
-
 
 def supported_ops() -> set[str]:
     from tvm.relax.frontend.onnx import onnx_frontend
@@ -175,10 +168,8 @@ def _opset(model):
 
 def _assign_unnamed_bindings(mod, prov: Provenance) -> None:
     """Bindings emitted inside a converter (helper reshapes, ...) belong to the node whose result follows."""
-    from tvm import relax
-
     pending: list[str] = []
-    for block in mod["main"].body.blocks:  # noqa: B007
+    for block in mod["main"].body.blocks:
         for binding in block.bindings:
             name = binding.var.name
             if name in prov.by_var:
@@ -187,4 +178,3 @@ def _assign_unnamed_bindings(mod, prov: Provenance) -> None:
                 pending = []
             else:
                 pending.append(name)
-    del relax

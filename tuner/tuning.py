@@ -120,6 +120,7 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
     try:
         db, manifest, repairs = D.open_database(db_dir, target_spec, create=True)
         manifest = manifest or D.new_manifest(target_spec, fusion)
+        wall_before = float(manifest.get("wall_seconds", 0.0))
         target = target_spec.tvm_target()
         extracted = ms.relax_integration.extract_tasks(fused_mod, target)
         hashes = D.workload_hashes(db_dir)
@@ -185,7 +186,8 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                 ran = sum(c["trials"] for c in after_counts.values()) - before
                 spent += max(ran, 0)
                 _refresh(states, hashes, after_counts)
-                _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs)
+                _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs,
+                               wall_before)
                 if progress:
                     progress(states, spent, budget, time.time() - start)
                 total = _weighted_latency(states)
@@ -202,7 +204,8 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
         except KeyboardInterrupt:
             stopped = "interrupted"
         _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
-        _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs)
+        _save_progress(D, db_dir, manifest, states, model_key, fusion, time.time() - start, cost_model, knobs,
+                               wall_before)
         total_trials = sum(s.trials for s in states)
         return TuneResult(db_dir, states, spent, total_trials, time.time() - start, stopped, shared, repairs)
     finally:
@@ -222,14 +225,14 @@ def _weighted_latency(states):
     return sum(vals) if vals else None
 
 
-def _save_progress(D, db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs):
+def _save_progress(D, db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs, wall_before):
     manifest.setdefault("tasks", {})
     for st in states:
         manifest["tasks"][st.name] = {"workload_hash": st.workload_hash, "trials": st.trials, "best_ms": st.best_ms,
                                       "flops": st.flops, "weight": st.weight}
     manifest.setdefault("models", {})[model_key] = {"fusion": fusion, "tasks": [s.name for s in states],
                                                     "updated": D.now()}
-    manifest["wall_seconds"] = float(manifest.get("wall_seconds", 0.0)) + 0.0
+    manifest["wall_seconds"] = wall_before + wall  # all runs into this database
     manifest["last_run_seconds"] = wall
     D.write_manifest(db_dir, manifest)
     if knobs.cost_model == "xgb":

@@ -74,18 +74,15 @@ def main(argv: list[str]) -> int:
     return 0 if (summary.get("verify") or {}).get("ok", True) else 1
 
 
-def _task_table(states, title):
+def _task_table(tasks: list[dict], title):
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
     for col in ("task", "MFLOP", "weight", "trials", "best ms", "GFLOP/s", "note"):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
-    for s in states:
-        t.add_row(s.name if hasattr(s, "name") else s["task"], f"{(s.flops if hasattr(s, 'flops') else s['flops']) / 1e6:.2f}",
-                  str(s.weight if hasattr(s, "weight") else s["weight"]), str(s.trials if hasattr(s, "trials") else s["trials"]),
-                  _fmt(s.best_ms if hasattr(s, "best_ms") else s["best_ms"], "{:.4f}"),
-                  _fmt(s.gflops if hasattr(s, "gflops") else s["gflops"], "{:.1f}"),
-                  (s.skipped if hasattr(s, "skipped") else s["skipped"]) or "")
+    for s in tasks:
+        t.add_row(s["task"], f"{s['flops'] / 1e6:.2f}", str(s["weight"]), str(s["trials"]),
+                  _fmt(s["best_ms"], "{:.4f}"), _fmt(s["gflops"], "{:.1f}"), s["skipped"] or "")
     return t
 
 
@@ -99,7 +96,7 @@ def _progress_printer():
     def show(states, spent, budget, elapsed):
         eta = elapsed / spent * (budget - spent) if spent else float("nan")
         bar = int(30 * spent / max(budget, 1))
-        con.print(_task_table(states, f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
+        con.print(_task_table([st.to_json() for st in states], f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
                                       f"{elapsed:.0f} s elapsed, ETA {eta:.0f} s"))
 
     return show
