@@ -28,3 +28,14 @@ FILL = "inputs to generate when --inputs is not given (random is seeded and repe
 REPEAT = "timed runs after warm-up"
 TOLERANCE = ("outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
              "(rtol 1e-3, atol 1e-4); integer outputs must match exactly")
+
+COMPARE_FUSION = ("comma-separated strategies to compare (default: none,tvm); every name is checked before any "
+                  "build; known: {known}")
+COMPARE_DB = "apply one shared tuning database to every variant (kernels it does not cover keep default schedules)"
+COMPARE_TRIALS = "tune every variant with this many trials, each into its own database under OUTPUT/db/"
+COMPARE_ORT = "time ONNX Runtime on the same inputs, interleaved with the variants, as a reference column"
+COMPARE_OUTPUT = "report folder: report.md, report.html, report.json, kernels.csv, variants.csv and the plots"
+COMPARE_FORCE = "replace the output folder if it exists and is not empty"
+PEAK_GFLOPS = "the roofline's compute ceiling in GFLOP/s (default: measured here with a float32 matmul)"
+PEAK_GBPS = "the roofline's bandwidth in GB/s (default: measured here with a parallel copy)"
+COMPARE_EXIT = "exit status: 0 all variants built and ran, 3 some variant failed (the report is still written), 2 bad input"

@@ -1,0 +1,187 @@
+"""compare: every metric comes from the build, every file is written, the HTML renders in Chromium."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+SHAPE = (1, 64, 32, 32)
+TENSOR = int(np.prod(SHAPE)) * 4
+
+
+def _elementwise_chain(path):
+    """x -> Add(c) -> Relu -> Mul(c) -> Sigmoid -> Tanh: five operators, one kernel when fused."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    c = helper.make_tensor("c", TensorProto.FLOAT, [], [0.5])
+    nodes = [helper.make_node("Add", ["x", "c"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "c"], ["m"], name="mul"), helper.make_node("Sigmoid", ["m"], ["s"], name="sig"),
+             helper.make_node("Tanh", ["s"], ["y"], name="tanh")]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], [c])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def chain_report(tmp_path_factory):
+    from tuner.compare.driver import compare
+
+    d = tmp_path_factory.mktemp("cmp")
+    model = _elementwise_chain(str(d / "chain.onnx"))
+    out = str(d / "report")
+    doc = compare(model, out, target="llvm", fusion="none,tvm", ort=True, repeat=5, log=lambda *a: None)
+    return doc, out
+
+
+def test_metrics_come_from_the_build(chain_report):
+    doc, _ = chain_report
+    none, tvm = doc["variants"]["none"]["metrics"], doc["variants"]["tvm"]["metrics"]
+    # unfused: one launch per ONNX operator; fused: the whole element-wise chain is one kernel
+    assert none["launches"] == 5 and tvm["launches"] == 1
+    # four intermediates, each written once and read once unfused; none left fused
+    assert none["intermediate_tensors"] == 4 and none["intermediate_bytes"] == 4 * TENSOR
+    assert none["intermediate_traffic_bytes"] == 8 * TENSOR and tvm["intermediate_traffic_bytes"] == 0
+    # every kernel reads its input and writes its output (the scalar constant is an immediate in the kernel)
+    assert none["traffic_bytes"] == 10 * TENSOR and tvm["traffic_bytes"] == 2 * TENSOR
+    assert tvm["vs_unfused"]["intermediate_traffic_removed_pct"] == pytest.approx(100.0)
+    assert tvm["vs_unfused"]["launches_saved"] == 4
+    assert tvm["flops"] == none["flops"] > 0 and tvm["vs_unfused"]["recomputed_flops"] == 0
+    # memory planning reuses storage unfused; fused needs none for intermediates (output is allocated apart)
+    assert none["planned_storage_bytes"] >= TENSOR > tvm["planned_storage_bytes"]
+    assert none["unplanned_storage_bytes"] == 4 * TENSOR
+    # untuned CPU kernels have no parallel loops
+    assert none["parallelism"]["serial_kernels"] == 5
+    assert tvm["intensity"] > none["intensity"]
+    assert doc["machine"]["launch_us"] > 0 and doc["machine"]["peak_gflops"] > 1 and doc["machine"]["peak_gbps"] > 0.5
+    assert none["launch_overhead_us"] == pytest.approx(5 * doc["machine"]["launch_us"])
+
+
+def test_latency_profile_and_verification(chain_report):
+    doc, _ = chain_report
+    for name in ("none", "tvm"):
+        v = doc["variants"][name]
+        assert v["verify"]["ok"]
+        lat = v["latency_ms"]
+        assert lat["runs"] == 5 and lat["p10"] <= lat["median"] <= lat["p90"]
+        times = [k["time_us"] for k in v["kernels"]]
+        assert all(t is not None and t > 0 for t in times)
+        assert v["kernel_time_us"] <= lat["max"] * 1e3 * 1.5  # kernels fit inside an inference
+    assert doc["reference"]["onnxruntime"]["median"] > 0
+    assert "cut launches 5 → 1" in doc["verdict"] and "intermediate traffic by 100%" in doc["verdict"]
+
+
+def test_all_files_written(chain_report):
+    import pandas as pd
+
+    doc, out = chain_report
+    for f in ("report.md", "report.html", "report.json", "kernels.csv", "variants.csv", "latency.png",
+              "roofline.png", "traffic_launches.png", "kernel_time.png"):
+        assert os.path.getsize(os.path.join(out, f)) > 200, f
+    on_disk = json.load(open(os.path.join(out, "report.json")))
+    assert set(on_disk["variants"]) == {"none", "tvm"} and on_disk["verdict"] == doc["verdict"]
+    kernels = pd.read_csv(os.path.join(out, "kernels.csv"))
+    assert len(kernels) == 6 and set(kernels["variant"]) == {"none", "tvm"}
+    md = open(os.path.join(out, "report.md")).read()
+    assert doc["verdict"] in md and "| none | 5 |" in md and "![Roofline](roofline.png)" in md
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="needs Debian's chromium (scripts/setup.sh installs it)")
+def test_html_renders_in_chromium(chain_report, tmp_path):
+    import matplotlib.image as mpimg
+
+    _, out = chain_report
+    url = "file://" + os.path.abspath(os.path.join(out, "report.html"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
+    dom = subprocess.run(["chromium", *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<table") >= 3 and dom.count("<img") == 4 and "data:image/png;base64," in dom
+    assert "http://" not in dom and "https://" not in dom  # self-contained
+    shot = tmp_path / "shot.png"
+    subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1200,1800", url],
+                   capture_output=True, timeout=120)
+    img = mpimg.imread(str(shot))
+    assert img.shape[0] == 1800 and img[..., :3].std() > 0.05  # not a blank page
+
+
+def test_unknown_strategy_fails_before_any_build(tmp_path):
+    r = run_cli("compare", "nonexistent.onnx", "--fusion", "none,fancy", "-o", str(tmp_path / "r"))
+    assert r.returncode == 2 and "unknown fusion strategy 'fancy'" in r.stderr and "known strategies" in r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_existing_output_needs_force(chain_report, tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "keep.txt").write_text("mine")
+    model = _elementwise_chain(str(tmp_path / "chain.onnx"))
+    r = run_cli("compare", model, "--target", "llvm", "-o", str(tmp_path / "r"))
+    assert r.returncode == 2 and "exists and is not empty" in r.stderr and "--force" in r.stderr
+    assert (tmp_path / "r" / "keep.txt").read_text() == "mine"
+
+
+def test_failed_variant_is_reported_and_the_rest_still_is(tmp_path):
+    """A strategy whose pass breaks: that variant is 'failed' with its error, the report still has the others."""
+    import tvm
+
+    from tuner.compare.driver import compare
+    from tuner.fusion import FusionStrategy, _REGISTRY, register
+
+    @tvm.transform.module_pass(opt_level=0)
+    def broken(mod, ctx):
+        raise RuntimeError("this pass always fails")
+
+    register(FusionStrategy("broken_for_test", "a pass that raises", graph_passes=lambda t, p: [broken]))
+    try:
+        model = _elementwise_chain(str(tmp_path / "chain.onnx"))
+        doc = compare(model, str(tmp_path / "r"), target="llvm", fusion="none,broken_for_test,tvm", repeat=3,
+                      log=lambda *a: None)
+    finally:
+        _REGISTRY.pop("broken_for_test")
+    bad = doc["variants"]["broken_for_test"]
+    assert bad["status"] == "failed" and "this pass always fails" in bad["error"]
+    assert doc["variants"]["tvm"]["status"] == "ok" and "cut launches 5 → 1" in doc["verdict"]
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Failed variants" in md and "this pass always fails" in md
+
+
+def test_tuned_and_untuned_side_by_side(mlp, tmp_path):
+    """--trials: each strategy tuned with the same budget into its own database; both states reported."""
+    r = run_cli("compare", mlp, "--input-shape", "x:1x32", "--target", "llvm", "--trials", "8", "--repeat", "5",
+                "-o", str(tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    doc = json.load(open(tmp_path / "r" / "report.json"))
+    assert set(doc["variants"]) == {"none/untuned", "none/tuned", "tvm/untuned", "tvm/tuned"}
+    assert doc["tuning"] == {"trials_per_variant": 8}
+    for s in ("none", "tvm"):
+        assert os.path.isdir(tmp_path / "r" / "db" / s)
+        assert doc["variants"][f"{s}/tuned"]["verify"]["ok"]
+    assert "untuned" in doc["verdict"] and "tuned" in doc["verdict"].split("untuned")[-1]
+    assert doc["variants"]["tvm/tuned"]["tuned_kernels"] >= 1 and doc["variants"]["tvm/untuned"]["tuned_kernels"] == 0
+
+
+def _scheduled(kind):
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    a = te.placeholder((64, 128), name="A")
+    b = te.compute((64, 128), lambda i, j: a[i, j] * 2, name="B")
+    sch = Schedule(te.create_prim_func([a, b]))
+    i, j = sch.get_loops(sch.get_sblock("B"))
+    if kind == "cpu":
+        sch.parallel(i)
+    else:
+        sch.bind(i, "blockIdx.x")
+        sch.bind(j, "threadIdx.x")
+    return sch.mod["main"].script()
+
+
+def test_parallel_extent_is_read_from_the_schedule():
+    from tuner.compare.kernels import parallelism
+
+    assert parallelism(_scheduled("cpu")) == (64, None, None)
+    assert parallelism(_scheduled("gpu")) == (64 * 128, 64, 128)
+    assert parallelism("for i in T.parallel(T.int64(8)):\n    for j in T.parallel(4):\n        pass") == (32, None, None)

@@ -1,0 +1,112 @@
+"""Latency measured interleaved across variants, and a per-kernel time profile.
+
+Interleaving (variant A once, B once, ... repeated) spreads machine noise evenly over the variants, so their
+ratio is fair even when absolute times drift. The profile uses the VM's instrument hook, which fires before and
+after every call instruction: the time between the two for a kernel's symbol is that kernel's time (the hook's
+own Python cost sits outside that window). TVM 0.27 ships no Python VM profiler, so this is ours.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..stats import latency_stats
+
+
+@dataclass
+class Runnable:
+    """A built variant ready to run: its VM, device and the inputs already on the device."""
+
+    name: str
+    vm: object
+    device: object
+    args: list
+
+    @classmethod
+    def from_build(cls, name: str, executable, device, feed: list[np.ndarray]) -> "Runnable":
+        import tvm
+        from tvm.runtime.vm import VirtualMachine
+
+        vm = VirtualMachine(executable, device)
+        return cls(name, vm, device, [tvm.runtime.tensor(a, device) for a in feed])
+
+    def run_once(self) -> float:
+        t0 = time.perf_counter()
+        self.vm["main"](*self.args)
+        self.device.sync()
+        return (time.perf_counter() - t0) * 1e3
+
+    def outputs(self) -> list[np.ndarray]:
+        out = self.vm["main"](*self.args)
+        flat = []
+
+        def walk(x):
+            if hasattr(x, "numpy"):
+                flat.append(x.numpy())
+            else:
+                for y in x:
+                    walk(y)
+
+        walk(out)
+        return flat
+
+
+def interleaved_latency(runnables: list[Runnable], repeat: int = 20, warmup: int = 3,
+                        extra: dict | None = None) -> dict[str, dict]:
+    """{name: latency stats in ms}; `extra` maps more names to zero-argument callables timed in the same loop."""
+    timers = {r.name: r.run_once for r in runnables}
+    for name, fn in (extra or {}).items():
+        def timed(fn=fn):
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+
+        timers[name] = timed
+    for _ in range(warmup):
+        for fn in timers.values():
+            fn()
+    samples = {name: [] for name in timers}
+    for _ in range(repeat):
+        for name, fn in timers.items():
+            samples[name].append(fn())
+    return {name: {**latency_stats(s), "samples_ms": [round(x, 4) for x in s]} for name, s in samples.items()}
+
+
+def kernel_profile(runnable: Runnable, kernels: set[str], runs: int = 5) -> dict[str, dict]:
+    """{kernel symbol: {"calls", "total_us", "mean_us"}} per inference, median over `runs` inferences."""
+    import tvm_ffi
+
+    current: dict[str, list[float]] = {}
+    start = {}
+
+    def instrument(func, symbol, before, ret, *args):
+        if symbol in kernels:
+            if before:
+                runnable.device.sync()
+                start[symbol] = time.perf_counter()
+            else:
+                runnable.device.sync()
+                current.setdefault(symbol, []).append((time.perf_counter() - start.pop(symbol)) * 1e6)
+        return 0  # VMInstrumentReturnKind.kNoOp: run the call as usual
+
+    runnable.vm.set_instrument(tvm_ffi.convert(instrument))
+    per_run = []
+    try:
+        runnable.vm["main"](*runnable.args)  # warm-up
+        for _ in range(runs):
+            current.clear()
+            runnable.vm["main"](*runnable.args)
+            per_run.append({k: list(v) for k, v in current.items()})
+    finally:
+        runnable.vm.set_instrument(tvm_ffi.convert(lambda *a: 0))
+    out = {}
+    for k in kernels:
+        totals = [sum(r.get(k, [])) for r in per_run]
+        calls = len(per_run[0].get(k, [])) if per_run else 0
+        if calls:
+            total = float(np.median(totals))
+            out[k] = {"calls": calls, "total_us": total, "mean_us": total / calls}
+    return out
