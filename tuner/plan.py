@@ -211,11 +211,13 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             key = (_base(b.value.args[0].name_hint),
                    tuple(uid.get(a, a.name) for a in tir_args(b.value) if isinstance(a, relax.Var)))
             index.setdefault(key, []).append(ids[k])
-    to_unfused: dict[str, str] = {}  # grouped-main var -> unfused-main var
+    # Keyed by Var objects, not names: passes (FuseOpsByPattern) may give several bindings one name.
+    to_unfused: dict = {}  # grouped-main Var -> unfused-main unique id
+    gid: dict = {}  # grouped-main Var -> unique id used for groups and boundaries
 
     def match(callee, args, env):
         # args missing from env are group parameters bound to constants (constants are not vars unfused)
-        key = (_base(callee), tuple(env[a.name] for a in args if isinstance(a, relax.Var) and a.name in env))
+        key = (_base(callee), tuple(env[a] for a in args if isinstance(a, relax.Var) and a in env))
         hits = index.get(key)
         return hits.pop(0) if hits else None
 
@@ -227,10 +229,21 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
         return src, Member(src or "?", callee, _pattern(func), ref.name if ref else None,
                            ref.op_type if ref else None, _nbytes(call.ty), _flops(func) if func is not None else 0.0)
 
+    # graph inputs keep their names in both lowerings
+    unfused_params = {p.name: uid.get(p, p.name) for p in unfused["main"].params}
+    for p in grouped["main"].params:
+        to_unfused[p] = unfused_params.get(p.name, p.name)
     groups: list[Group] = []
+    position = 0
     for blk in grouped["main"].body.blocks:
         for b in blk.bindings:
+            position += 1
+            gid[b.var] = f"{b.var.name}#{position}"
             v = b.value
+            if isinstance(v, relax.Var) and v in to_unfused:  # an alias binding
+                to_unfused[b.var] = to_unfused[v]
+                gid[b.var] = gid.get(v, gid[b.var])
+                continue
             if not isinstance(v, relax.Call):
                 continue
             if v.op == call_tir:
@@ -241,24 +254,24 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             elif isinstance(v.op, relax.GlobalVar) and isinstance(grouped[v.op], relax.Function):
                 args = list(v.args)
                 inner = grouped[v.op]
-                env = {p.name: (to_unfused.get(a.name, a.name) if isinstance(a, relax.Var) else None)
-                       for p, a in zip(inner.params, args)}
-                env = {k: x for k, x in env.items() if x is not None}
+                env = {p: to_unfused[a] for p, a in zip(inner.params, args) if isinstance(a, relax.Var) and a in to_unfused}
                 members, src = [], None
                 for iblk in inner.body.blocks:
                     for ib in iblk.bindings:
                         if isinstance(ib.value, relax.Call) and ib.value.op == call_tir:
                             src, m = member(ib.value, env)
                             if src:
-                                env[ib.var.name] = src
+                                env[ib.var] = src
                             members.append(m)
+                        elif isinstance(ib.value, relax.Var) and ib.value in env:
+                            env[ib.var] = env[ib.value]
                 kernel = v.op.name_hint
             else:
                 continue
             if src:
-                to_unfused[b.var.name] = src
-            groups.append(Group(kernel, b.var.name, members,
-                                [a.name for a in args if isinstance(a, relax.Var)],
+                to_unfused[b.var] = src
+            groups.append(Group(kernel, gid[b.var], members,
+                                [gid.get(a, a.name) for a in args if isinstance(a, relax.Var)],
                                 sum(_nbytes(a.ty) for a in args if isinstance(a, relax.Var)),
                                 _nbytes(b.var.ty),
                                 sum(_nbytes(a.ty) for a in args if isinstance(a, tvm.ir.expr.Constant))))
@@ -266,19 +279,25 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     for g in groups:
         g.launched = g.var in launched
     unfused_count = len(_launched_vars(unfused))  # a list: names may repeat
-    boundaries = _boundaries(groups, strategy)
+    refused = {}  # binding name -> "pattern: why", from the strategy's own decision log
+    for cand, var, why in strategy.decisions():
+        refused.setdefault(var, f"pattern check failed ({cand}): {why}")
+    boundaries = _boundaries(groups, strategy, refused)
     notes = list(prepared.notes)
+    notes += [f"{why} at {var}" for var, why in refused.items()]
     if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
         notes.append(f"strategy {strategy.name} fused nothing in this model")
     return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes)
 
 
 def _launched_vars(mod) -> list[str]:
-    """Bindings of main that still launch something after reshapes become views."""
+    """Bindings of main that still launch something after reshapes become views, as `name#position` ids
+    (RewriteDataflowReshape rewrites values in place, so positions match the module it was given)."""
     from tvm import relax
 
     main = relax.transform.RewriteDataflowReshape()(mod)["main"]
-    return [b.var.name for blk in main.body.blocks for b in blk.bindings
+    bindings = [b for blk in main.body.blocks for b in blk.bindings]
+    return [f"{b.var.name}#{k}" for k, b in enumerate(bindings, 1)
             if isinstance(b.value, relax.Call) and (isinstance(b.value.op, relax.GlobalVar) or
                                                     getattr(b.value.op, "name", "") == "relax.call_tir")]
 
@@ -289,7 +308,7 @@ def _base(name: str) -> str:
     return re.sub(r"\d+$", "", name)
 
 
-def _boundaries(groups: list[Group], strategy) -> list[Boundary]:
+def _boundaries(groups: list[Group], strategy, refused: dict | None = None) -> list[Boundary]:
     by_var = {g.var: g for g in groups}
     consumers: dict[str, list[Group]] = {}
     for g in groups:
@@ -302,8 +321,18 @@ def _boundaries(groups: list[Group], strategy) -> list[Boundary]:
             p = by_var.get(src)
             if p is None:
                 continue
-            out.append(Boundary(p.name, g.name, p.output_bytes, _reason(p, g, len(consumers[src]), strategy)))
+            why = _refusal(p, g, refused or {}) or _reason(p, g, len(consumers[src]), strategy)
+            out.append(Boundary(p.name, g.name, p.output_bytes, why))
     return out
+
+
+def _refusal(p: Group, c: Group, refused: dict) -> str | None:
+    """A candidate fusion the strategy refused whose root binding is in the consumer group."""
+    for m in c.members:
+        name = m.var.split("#")[0]
+        if name in refused:
+            return refused[name]
+    return None
 
 
 def _reason(p: Group, c: Group, n_consumers: int, strategy) -> str:
@@ -315,6 +344,10 @@ def _reason(p: Group, c: Group, n_consumers: int, strategy) -> str:
         return f"opaque op ({p.members[-1].primfunc if pk == 'opaque' else c.members[0].primfunc})"
     if n_consumers > 1:
         return f"output has {n_consumers} consumers"
+    # FuseOpsByPattern names its groups fused_relax_*; FuseOps treats them as opaque calls
+    closed = [g.name for g in (p, c) if g.name.startswith("fused_relax_")]
+    if closed:
+        return f"pattern kernel {closed[0][:40]} is closed: FuseOps does not extend a matched pattern"
     if pk == "reduce" and any(m.pattern in ("reduce", "anchor") for m in c.members):
         return "reduction after reduction"
     if any(m.pattern == "anchor" for m in p.members) and anchors:

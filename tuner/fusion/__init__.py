@@ -27,6 +27,8 @@ class FusionStrategy:
     kernel_passes: Callable[[object], list] = field(default=lambda target: [])
     fuses: bool = True  # False: every operator stays its own kernel
     needs_params: bool = False  # import weights as parameters (bound back after graph passes)
+    # (candidate, binding name, why) for every fusion the strategy considered and refused in its last lowering
+    decisions: Callable[[], list] = field(default=lambda: [])
 
 
 _REGISTRY: dict[str, FusionStrategy] = {}
@@ -38,9 +40,8 @@ def register(strategy: FusionStrategy) -> FusionStrategy:
 
 
 def _load_builtin() -> None:
-    if _REGISTRY:
-        return
-    from . import none, tvm_default, horizontal  # noqa: F401  (registration order = listing order)
+    # import order = listing order; importing a strategy module directly first must not hide the others
+    from . import none, tvm_default, patterns, cost, horizontal  # noqa: F401
 
 
 def known_strategies() -> list[str]:
@@ -70,4 +71,5 @@ def get_strategy(name: str) -> FusionStrategy:
         graph_passes=lambda target, params: [p for s in chosen for p in s.graph_passes(target, params)],
         kernel_passes=lambda target: [p for s in chosen for p in s.kernel_passes(target)],
         needs_params=any(s.needs_params for s in chosen),
+        decisions=lambda: [d for s in chosen for d in s.decisions()],
     )
