@@ -72,7 +72,7 @@ def test_unknown_target_and_fusion(cnn, tmp_path):
     assert_clean_error(run_cli("compile", cnn, "--target", "tpu", "-o", str(tmp_path / "o")), "unknown target 'tpu'")
     assert_clean_error(run_cli("compile", cnn, "--target", "cuda:90", "-o", str(tmp_path / "o")), "not a CUDA arch")
     assert_clean_error(run_cli("compile", cnn, "--fusion", "magic", "-o", str(tmp_path / "o")),
-                       "unknown fusion strategy", "known strategies:", "none", "tvm", "horizontal")
+                       "unknown fusion strategy", "known strategies:", "none", "tvm", "patterns", "cost", "horizontal")
 
 
 def test_cuda_without_toolchain(monkeypatch):

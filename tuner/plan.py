@@ -285,6 +285,12 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     boundaries = _boundaries(groups, strategy, refused)
     notes = list(prepared.notes)
     notes += [f"{why} at {var}" for var, why in refused.items()]
+    if "horizontal" in strategy.name.split("+"):
+        # CombineParallelMatmul leaves a split after each merged MatMul; none new means nothing merged
+        splits = lambda funcs: sum(n.startswith("split") for n in funcs)
+        if splits(grouped_funcs) <= splits(primfuncs(unfused)):
+            notes.append("horizontal: nothing to merge (no parallel MatMuls sharing an input with constant "
+                         "weights); built as the fallback grouping")
     if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
         notes.append(f"strategy {strategy.name} fused nothing in this model")
     return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes)

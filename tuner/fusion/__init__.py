@@ -62,14 +62,20 @@ def get_strategy(name: str) -> FusionStrategy:
     chosen = [_REGISTRY[p] for p in parts]
     if "none" in parts:
         raise TunerError(f"fusion strategy {name!r}: 'none' cannot be combined with other strategies")
-    kernel_owners = [s.name for s in chosen if s.kernel_passes(None)]
-    if len(kernel_owners) > 1:
-        raise TunerError(f"fusion strategy {name!r}: {' and '.join(kernel_owners)} both group kernels; keep one")
+    # kernel-level grouping can run once: strategies sharing the same grouping (FuseOps) share it
+    groupers = {}
+    for s in chosen:
+        if s.kernel_passes(None):
+            groupers.setdefault(s.kernel_passes, s.name)
+    if len(groupers) > 1:
+        raise TunerError(f"fusion strategy {name!r}: {' and '.join(groupers.values())} group kernels differently; "
+                         "keep one")
+    kernel_passes = next(iter(groupers), lambda target: [])
     return FusionStrategy(
         name="+".join(parts),
         description=" then ".join(s.description for s in chosen),
         graph_passes=lambda target, params: [p for s in chosen for p in s.graph_passes(target, params)],
-        kernel_passes=lambda target: [p for s in chosen for p in s.kernel_passes(target)],
+        kernel_passes=kernel_passes,
         needs_params=any(s.needs_params for s in chosen),
         decisions=lambda: [d for s in chosen for d in s.decisions()],
     )
