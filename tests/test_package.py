@@ -2,12 +2,15 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
 
 import numpy as np
 import pytest
+
+from tuner.errors import TunerError
 
 from conftest import ROOT, light, run_cli
 from tuner.build import compile_model
@@ -105,13 +108,30 @@ def test_mlp_dynamic_batch_bound(mlp, tmp_path):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_cuda_build_only_package(cnn, tmp_path, arch):
+@pytest.mark.parametrize("model", ["cnn", "transformer", "light_squeezenet"])
+def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
+    """CUDA packages carry nvcc-compiled device code for their arch, and every kernel is thread-bound."""
     from tuner.build import thread_unbound_kernels
+    from tuner.device_code import PackagedDeviceCode, cuda_sources, sha256
 
+    path = light("squeezenet") if model.startswith("light_") else str(models_dir / f"{model}.onnx")
     out = str(tmp_path / "cuda.ftpkg")
-    result, manifest = compile_model(cnn, out, target=f"cuda:{arch}", fusion="tvm")
+    result, manifest = compile_model(path, out, target=f"cuda:{arch}", fusion="tvm")
     assert manifest["target"]["key"] == f"cuda-{arch}"
     assert thread_unbound_kernels(result.fused_mod) == []  # every kernel runs on the GPU, none as host code
-    with zipfile.ZipFile(out) as z:
-        assert "model.so" in z.namelist()
-    assert os.path.getsize(out) > 10_000
+    entry = manifest["device_code"]
+    assert entry["arch"] == arch and entry["format"] == "fatbin"
+    _, members = read_package(out)
+    blob = members[entry["member"]]
+    assert blob[:4] == bytes.fromhex("50ed55ba") and arch.encode() in blob  # fatbin magic, code for the arch
+    source = cuda_sources(result.executable)[0]
+    assert entry["source_sha256"] == sha256(source)
+    if shutil.which("cuobjdump"):
+        (tmp_path / "k.fatbin").write_bytes(blob)
+        listing = subprocess.run(["cuobjdump", "--list-elf", str(tmp_path / "k.fatbin")], capture_output=True, text=True)
+        assert arch in listing.stdout, listing.stdout + listing.stderr
+    # what tuner.load registers: the packaged binary for this source, a clear error for any other
+    serve = PackagedDeviceCode(out, entry, blob)
+    assert serve(source) == blob
+    with pytest.raises(TunerError, match="does not carry"):
+        serve(source + "// changed")

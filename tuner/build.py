@@ -131,7 +131,13 @@ def write_build(result: BuildResult, output: str, build_seconds: float) -> dict:
     from .package import LIBRARY, write_package
 
     lib = export_library_bytes(result.executable, result.target)
-    return write_package(output, {LIBRARY: lib}, manifest_for(result, build_seconds))
+    members, manifest = {LIBRARY: lib}, manifest_for(result, build_seconds)
+    if result.target.is_gpu:
+        from .device_code import package_members
+
+        device, manifest["device_code"] = package_members(result.executable, result.target)
+        members.update(device)
+    return write_package(output, members, manifest)
 
 
 def output_shapes_from_build(result: BuildResult) -> None:

@@ -5,6 +5,7 @@ Members:
                   strategy, kernel count, tuning-database digest, build time, and sha256 of every other member
   model.so        the Relax VM executable (weights bound as constants, embedded)
   params.bin      only when weights are kept as parameters (tvm.runtime.save_param_dict)
+  device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.device_code)
 
 Written to a temporary file and renamed, so a failed build never leaves a half-written package.
 This module must stay importable without the compiler: deployment hosts load packages with it.

@@ -185,6 +185,10 @@ def load(path: str, device: str | None = None) -> Model:
 
     kind = check_compatible(manifest, device, path)
     dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+    if kind == "cuda":
+        from .device_code import serve
+
+        serve(path, manifest, members)  # TVM compiles CUDA at load: hand it the packaged fatbin instead
     with tempfile.TemporaryDirectory(prefix="ftpkg-") as tmp:
         lib_path = os.path.join(tmp, LIBRARY)
         with open(lib_path, "wb") as f:
