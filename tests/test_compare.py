@@ -185,3 +185,20 @@ def test_parallel_extent_is_read_from_the_schedule():
     assert parallelism(_scheduled("cpu")) == (64, None, None)
     assert parallelism(_scheduled("gpu")) == (64 * 128, 64, 128)
     assert parallelism("for i in T.parallel(T.int64(8)):\n    for j in T.parallel(4):\n        pass") == (32, None, None)
+
+
+def test_verdict_names_each_other_strategy_against_the_chosen_one():
+    from tuner.compare.report import verdict
+
+    def v(strategy, tuned, launches, median, traffic):
+        return {"strategy": strategy, "tuned": tuned, "status": "ok", "latency_ms": {"median": median},
+                "metrics": {"launches": launches, "intermediate_traffic_bytes": traffic,
+                            "vs_unfused": {"intermediate_traffic_removed_pct": 100.0 * (1 - traffic / 1000)}}}
+
+    doc = {"strategies": ["none", "tvm", "cost"], "measured": True, "variants": {
+        "none/untuned": v("none", False, 20, 10.0, 1000), "none/tuned": v("none", True, 20, 4.0, 1000),
+        "tvm/untuned": v("tvm", False, 8, 9.0, 400), "tvm/tuned": v("tvm", True, 8, 2.0, 400),
+        "cost/untuned": v("cost", False, 6, 9.0, 300), "cost/tuned": v("cost", True, 6, 1.6, 300)}}
+    text = verdict(doc)
+    assert text.startswith("fusion (tvm) cut launches 20 → 8") and "2.00× lower tuned" in text
+    assert text.endswith("cost vs tvm: 6 launches vs 8, same latency untuned, 1.25× faster tuned.")

@@ -60,7 +60,31 @@ def verdict(doc) -> str:
         text += "; latency " + ", ".join(ratios)
     elif not doc["measured"]:
         text += "; latency not measured (no device to run on)"
-    return text + "."
+    return text + "." + _others_vs(doc, fused[1]["strategy"])
+
+
+def _others_vs(doc, chosen: str) -> str:
+    """One sentence per other fused strategy, against the chosen one: launches, and latency where measured."""
+    by = {(v["strategy"], v["tuned"]): v for v in doc["variants"].values() if v["status"] == "ok"}
+    out = []
+    for strategy in doc["strategies"]:
+        if strategy in ("none", chosen):
+            continue
+        parts = []
+        for tuned in (False, True):
+            mine, ref = by.get((strategy, tuned)), by.get((chosen, tuned))
+            if not (mine and ref):
+                continue
+            label = "tuned" if tuned else "untuned"
+            if not parts:
+                parts.append(f"{mine['metrics']['launches']} launches vs {ref['metrics']['launches']}")
+            if mine.get("latency_ms") and ref.get("latency_ms"):
+                r = ref["latency_ms"]["median"] / mine["latency_ms"]["median"]
+                parts.append(f"{r:.2f}× {'faster' if r >= 1 else 'slower'} {label}" if abs(r - 1) >= 0.005
+                             else f"same latency {label}")
+        if parts:
+            out.append(f" {strategy} vs {chosen}: " + ", ".join(parts) + ".")
+    return "".join(out)
 
 
 # --- sections: ("h", text) | ("p", text) | ("table", header, rows) | ("img", file, alt)
