@@ -85,6 +85,29 @@ def _make_importer_class():
             self._marks: list[tuple[OnnxNodeRef, str]] = []  # (node, name of its last binding)
             self._index = 0
 
+        def _parse_graph_initializers(self, graph):
+            """With weights kept as parameters, keep only MatMul/Gemm weights and biases (what CombineParallelMatmul
+            needs). A parameter where the importer needs a value (a ConstantOfShape shape, a Reshape target)
+            changes what it emits and fails once bound back (light_squeezenet); names that sanitise alike
+            (light_bvlc_alexnet) would overwrite each other."""
+            if not self._keep_params_in_input:
+                return super()._parse_graph_initializers(graph)
+            # MatMul/Gemm weights, and the biases added to their outputs (CombineParallelMatmul merges both)
+            weights = {i for n in graph.node if n.op_type in ("MatMul", "Gemm") for i in n.input[1:]}
+            mm_out = {o for n in graph.node if n.op_type in ("MatMul", "Gemm") for o in n.output}
+            weights |= {i for n in graph.node if n.op_type == "Add" and set(n.input) & mm_out for i in n.input}
+            for init in graph.initializer:
+                array = self._parse_array(init)
+                if init.name in weights and "float" in str(array.dtype) and len(array.shape) >= 1:
+                    name = init.name.removeprefix("onnx::")
+                    if name in self._params:  # two initializers sanitising to one name: keep both
+                        name = f"{name}_{len(self._params)}"
+                    var = self._new_var(name, shape=array.shape, dtype=array.dtype)
+                    self._nodes[init.name] = var
+                    self._params[name] = (var, array)
+                else:
+                    self._nodes[init.name] = relax.const(array)
+
         def _construct_nodes(self, graph):
             # Wrap each node so failures name it: iterate one node at a time through the base method.
             for node in graph.node:
