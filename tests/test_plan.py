@@ -72,6 +72,13 @@ def test_horizontal_merges_qkv_and_stays_correct(transformer, cnn, tmp_path):
     assert h_plan.kernels < tvm_plan.kernels  # three Q/K/V MatMul+bias kernels became one
     names = [g.name for g in h_plan.groups]
     assert sum("matmul" in n for n in names) == sum("matmul" in n for n in (g.name for g in tvm_plan.groups)) - 2
+    # provenance survives the merge: the wide MatMul names all three projections, the heads after the split
+    # are traced to their own branch, and only the split the pass added has no ONNX node
+    merged = next(g for g in h_plan.groups if "attn/k/matmul" in g.onnx_nodes)
+    assert {"attn/q/matmul", "attn/k/matmul", "attn/v/matmul", "attn/q/bias", "attn/v/bias"} <= set(merged.onnx_nodes)
+    assert [g.name for g in h_plan.groups if not g.onnx_nodes] == ["split"]
+    assert ["attn/v/split_heads", "attn/v/transpose"] in [g.onnx_nodes for g in h_plan.groups]
+    assert any(b.consumer == "split" and "split back into 3" in b.reason for b in h_plan.boundaries)
     out = str(tmp_path / "h.ftpkg")
     compile_model(transformer, out, target="llvm", fusion="horizontal")
     assert run_package(out, verify=transformer, repeat=1)["verify"]["ok"]

@@ -24,6 +24,8 @@ class Member:
     onnx_op: str | None
     out_bytes: int
     flops: float
+    # a horizontal merge (CombineParallelMatmul): the ONNX nodes this one op computes side by side
+    merged: list = field(default_factory=list)  # [(node name, op type)]
 
 
 @dataclass
@@ -50,13 +52,14 @@ class Group:
     def onnx_nodes(self) -> list[str]:
         seen = []
         for m in self.members:
-            if m.onnx_node and m.onnx_node not in seen:
-                seen.append(m.onnx_node)
+            for node in [m.onnx_node] + [n for n, _ in m.merged]:
+                if node and node not in seen:
+                    seen.append(node)
         return seen
 
     def to_json(self) -> dict:
         return {"name": self.name, "launched": self.launched, "onnx_nodes": self.onnx_nodes,
-                "onnx_ops": sorted({m.onnx_op for m in self.members if m.onnx_op}),
+                "onnx_ops": sorted({op for m in self.members for op in [m.onnx_op] + [o for _, o in m.merged] if op}),
                 "ops": [m.primfunc for m in self.members], "patterns": [m.pattern for m in self.members],
                 "input_bytes": self.input_bytes, "output_bytes": self.output_bytes, "weight_bytes": self.weight_bytes,
                 "intermediate_bytes_saved": self.intermediate_bytes, "flops": self.flops}
@@ -202,6 +205,7 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     # Unfused bindings indexed by (primfunc base name, var args): groups are matched to them by data flow,
     # not by name (FuseOps renames group outputs and shares one function between identical groups).
     index: dict = {}
+    out_bytes: dict = {}  # unfused unique id -> bytes of its output
     unfused_count = 0
     uid = {}  # unfused Var -> unique id
     for k, b in enumerate(b for blk in unfused["main"].body.blocks for b in blk.bindings):
@@ -211,23 +215,44 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             key = (_base(b.value.args[0].name_hint),
                    tuple(uid.get(a, a.name) for a in tir_args(b.value) if isinstance(a, relax.Var)))
             index.setdefault(key, []).append(ids[k])
+            out_bytes[ids[k]] = _nbytes(b.var.ty)
     # Keyed by Var objects, not names: passes (FuseOpsByPattern) may give several bindings one name.
     to_unfused: dict = {}  # grouped-main Var -> unfused-main unique id
     gid: dict = {}  # grouped-main Var -> unique id used for groups and boundaries
 
-    def match(callee, args, env):
+    def match(callee, args, env, nbytes):
+        """The unfused binding this call computes, or a list of them for a horizontal merge."""
         # args missing from env are group parameters bound to constants (constants are not vars unfused)
-        key = (_base(callee), tuple(env[a] for a in args if isinstance(a, relax.Var) and a in env))
-        hits = index.get(key)
-        return hits.pop(0) if hits else None
+        vals = list(args) if env is None else [env[a] for a in args if isinstance(a, relax.Var) and a in env]
+        width = max((len(v) for v in vals if isinstance(v, list)), default=0)
+        if width:  # an op on merged tensors: the split hands each slice on; others repeat per slice
+            if _base(callee) == "split":
+                return next(v for v in vals if isinstance(v, list))
+            per = [match(callee, [v[i] if isinstance(v, list) else v for v in vals], None, None) for i in range(width)]
+            return per if all(per) else None
+        hits = index.get((_base(callee), tuple(vals)))
+        if not hits:
+            return None
+        if nbytes and len(hits) > 1 and nbytes > out_bytes[hits[0]]:
+            # CombineParallelMatmul: one wide MatMul computes several unfused ones that share this input
+            take = []
+            while hits and sum(out_bytes[h] for h in take) < nbytes:
+                take.append(hits.pop(0))
+            return take
+        return hits.pop(0)
 
     def member(call, env):
         callee = call.args[0].name_hint
         func = grouped_funcs.get(callee)
-        src = match(callee, tir_args(call), env)
-        ref = names.get(src) if src else None
-        return src, Member(src or "?", callee, _pattern(func), ref.name if ref else None,
-                           ref.op_type if ref else None, _nbytes(call.ty), _flops(func) if func is not None else 0.0)
+        src = match(callee, tir_args(call), env, _nbytes(call.ty))
+        refs = [names.get(i) for i in (src if isinstance(src, list) else [src])] if src else [None]
+        if isinstance(src, list) and _base(callee) == "split":
+            refs = [None]  # the merge's own split: no ONNX node, it hands each slice to its original consumers
+        first = refs[0]
+        merged = [(r.name, r.op_type) for r in refs[1:] if r is not None] if isinstance(src, list) else []
+        return src, Member((src[0] if isinstance(src, list) else src) or "?", callee, _pattern(func),
+                           first.name if first else None, first.op_type if first else None, _nbytes(call.ty),
+                           _flops(func) if func is not None else 0.0, merged)
 
     # graph inputs keep their names in both lowerings
     unfused_params = {p.name: uid.get(p, p.name) for p in unfused["main"].params}
@@ -243,6 +268,10 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             if isinstance(v, relax.Var) and v in to_unfused:  # an alias binding
                 to_unfused[b.var] = to_unfused[v]
                 gid[b.var] = gid.get(v, gid[b.var])
+                continue
+            if isinstance(v, relax.TupleGetItem) and isinstance(to_unfused.get(v.tuple_value), list):
+                to_unfused[b.var] = to_unfused[v.tuple_value][v.index]  # one slice of a horizontal merge
+                gid[b.var] = gid.get(v.tuple_value, gid[b.var])
                 continue
             if not isinstance(v, relax.Call):
                 continue
@@ -345,6 +374,10 @@ def _reason(p: Group, c: Group, n_consumers: int, strategy) -> str:
     if not strategy.fuses:
         return f"fusion disabled (strategy {strategy.name})"
     pk, ck = p.members[-1].pattern, c.members[0].pattern
+    if _base(c.members[0].primfunc) == "split" and any(m.merged for m in p.members):
+        n = 1 + max(len(m.merged) for m in p.members)
+        return (f"horizontal merge: the wide MatMul's output is split back into {n} branches; FuseOps does not fuse "
+                "a multi-output split into its producer")
     anchors = [m for m in c.members if m.pattern == "anchor"]
     if pk == "opaque" or ck == "opaque":
         return f"opaque op ({p.members[-1].primfunc if pk == 'opaque' else c.members[0].primfunc})"
