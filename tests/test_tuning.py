@@ -142,3 +142,28 @@ def test_kill_9_mid_tuning_leaves_a_database_that_loads_and_resumes(mlp, tmp_pat
     assert doc["trials_in_db"] == before + doc["trials"] and doc["trials"] <= 8
     keys = [json.dumps(x) for x in (json.loads(y) for y in open(rec) if y.strip())]
     assert len(keys) == len(set(keys)), "resume duplicated records"
+
+
+def test_fused_kernels_multilevel_tiling_cannot_schedule_get_the_reduced_space(transformer, tmp_path):
+    """`cost` fuses LayerNorm (two means) and the attention chain into one kernel each. MetaSchedule's
+    multi-level tiling fails on them (reverse_compute_at of an epilogue fed by two reductions), which used to
+    abort tuning of every task; they are now tuned in the reduced space, the other kernels in the full one."""
+    from tuner.fusion import get_strategy
+    from tuner.lowering import import_for, lower
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+    from tuner.tuning import TaskState, _contexts, _with_design_space
+    from tvm.s_tir import meta_schedule as ms
+
+    spec, strategy = resolve_target("llvm"), get_strategy("cost")
+    mod, params, _ = import_for(prepare_model(transformer, None, None), strategy)
+    fused = lower(mod, spec, strategy, params=params)
+    tasks = [(t, TaskState(t.task_name, 1.0, int(t.weight), "")) for t in
+             ms.relax_integration.extract_tasks(fused, spec.tvm_target())]
+    kept = _with_design_space(tasks, spec, fused, str(tmp_path))
+    assert len(kept) == len(tasks)  # nothing dropped
+    reduced = sorted(st.name for _, st in kept if st.note)
+    assert reduced and all(n.startswith("fused_relax_") for n in reduced), reduced  # only our pattern kernels
+    assert all("reverse-compute-at" in st.note for _, st in kept if st.note)
+    contexts, weights = _contexts(kept, spec, fused, str(tmp_path / "logs"), num_threads=1)
+    assert sorted(c.task_name for c in contexts) == sorted(st.name for _, st in kept) and len(weights) == len(kept)

@@ -231,6 +231,15 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             per = [match(callee, [v[i] if isinstance(v, list) else v for v in vals], None, None) for i in range(width)]
             return per if all(per) else None
         hits = index.get((_base(callee), tuple(vals)))
+        if not hits and _base(callee) == "NT_matmul" and len(vals) == 2:
+            # FuseTransposeMatmul: matmul(a, permute_dims(b)) became one NT_matmul (unfused: a transpose, a matmul)
+            t = index.get(("transpose", (vals[1],)))
+            if t:
+                t_id = t.pop(0)
+                m = match("matmul", [vals[0], t_id], None, None)
+                if m:
+                    absorbed[m] = [t_id]
+                    return m
         if not hits:
             return None
         if nbytes and len(hits) > 1 and nbytes > out_bytes[hits[0]]:
@@ -241,6 +250,8 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             return take
         return hits.pop(0)
 
+    absorbed: dict = {}  # unfused id -> ids of unfused ops a pass folded into it (FuseTransposeMatmul)
+
     def member(call, env):
         callee = call.args[0].name_hint
         func = grouped_funcs.get(callee)
@@ -250,6 +261,8 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             refs = [None]  # the merge's own split: no ONNX node, it hands each slice to its original consumers
         first = refs[0]
         merged = [(r.name, r.op_type) for r in refs[1:] if r is not None] if isinstance(src, list) else []
+        if src and not isinstance(src, list):
+            merged += [(r.name, r.op_type) for r in (names.get(i) for i in absorbed.get(src, [])) if r is not None]
         return src, Member((src[0] if isinstance(src, list) else src) or "?", callee, _pattern(func),
                            first.name if first else None, first.op_type if first else None, _nbytes(call.ty),
                            _flops(func) if func is not None else 0.0, merged)

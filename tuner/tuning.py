@@ -117,6 +117,8 @@ class TaskState:
     trials: int = 0
     best_ms: float | None = None
     skipped: str | None = None  # why it is not tuned
+    space: object = None  # design space, when not the target's default (see _with_design_space)
+    note: str | None = None  # e.g. tuned in a reduced design space
 
     @property
     def gflops(self) -> float | None:
@@ -124,7 +126,7 @@ class TaskState:
 
     def to_json(self):
         return {"task": self.name, "flops": self.flops, "weight": self.weight, "trials": self.trials,
-                "best_ms": self.best_ms, "gflops": self.gflops, "skipped": self.skipped,
+                "best_ms": self.best_ms, "gflops": self.gflops, "skipped": self.skipped, "note": self.note,
                 "workload_hash": self.workload_hash}
 
 
@@ -196,6 +198,7 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
             states.append(st)
             if not st.skipped:
                 tunable.append((t, st))
+        tunable = _with_design_space(tunable, target_spec, fused_mod, db_dir)
         done_before = sum(st.trials for _, st in tunable) if resume else 0
         budget = max(0, knobs.trials - done_before)
         if knobs.max_trials_per_task:
@@ -228,10 +231,9 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                     stopped = "time"
                     break
                 this_round = min(round_trials, budget - spent)
-                contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                    [t for t, _ in tunable], os.path.join(db_dir, "logs"), space=design_space(target_spec, fused_mod),
-                    strategy=knobs.search,
-                    num_threads=target_spec.config.get("num-cores", 1), seed=knobs.seed)
+                contexts, weights = _contexts(tunable, target_spec, fused_mod, os.path.join(db_dir, "logs"),
+                                              strategy=knobs.search, num_threads=target_spec.config.get("num-cores", 1),
+                                              seed=knobs.seed)
                 before = sum(D.record_counts(db_dir).get(i, {}).get("trials", 0) for i in range(len(D.workload_hashes(db_dir))))
                 ms.tune.tune_tasks(tasks=contexts, task_weights=weights, work_dir=os.path.join(db_dir, "logs"),
                                    max_trials_global=this_round, max_trials_per_task=knobs.max_trials_per_task,
@@ -266,6 +268,57 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
         return TuneResult(db_dir, states, spent, total_trials, time.time() - start, stopped, shared, repairs)
     finally:
         lock.release()
+
+
+def reduced_space(target_spec):
+    """The target's rules without multi-level tiling: parallelise, vectorise, unroll, rfactor, inline and
+    compute-location only. For fused kernels whose full design space TVM cannot generate."""
+    from tvm.s_tir import meta_schedule as ms
+
+    kind = "cuda" if target_spec.is_gpu else "llvm"
+    rules = [r for r in ms.schedule_rule.ScheduleRule.create(kind) if "MultiLevelTiling" not in type(r).__name__]
+    return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=kind, mutator_probs=kind)
+
+
+def _with_design_space(tunable, target_spec, fused_mod, db_dir):
+    """Check that MetaSchedule can generate each task's design space before tuning: its multi-level tiling rule
+    fails on some fused kernels (reverse_compute_at of an epilogue fed by two reductions: our LayerNorm and
+    attention groups), and one such task aborts tune_tasks for every task. Those get the reduced space; a task
+    that fails that too keeps its default schedule, with the reason recorded."""
+    from tvm.s_tir import meta_schedule as ms
+
+    keep = []
+    for (task, st) in tunable:
+        for reduced, space in enumerate((design_space(target_spec, fused_mod), reduced_space(target_spec))):
+            [ctx], _ = ms.relax_integration.extracted_tasks_to_tune_contexts([task], os.path.join(db_dir, "logs"),
+                                                                            space=space, num_threads=1)
+            try:
+                ctx.generate_design_space()
+            except Exception as err:
+                first = next((ln for ln in str(err).splitlines() if "Error" in ln), type(err).__name__).strip()
+                continue
+            if reduced:
+                st.space = space
+                st.note = f"reduced design space (no multi-level tiling: {first[:80]})"
+            keep.append((task, st))
+            break
+        else:
+            st.skipped = f"MetaSchedule cannot build a design space for this kernel ({first[:100]}): default schedule"
+    return keep
+
+
+def _contexts(tunable, target_spec, fused_mod, work_dir, **kwargs):
+    """Tune contexts for a round, each task in its own design space."""
+    from tvm.s_tir import meta_schedule as ms
+
+    contexts, weights = [], []
+    default = design_space(target_spec, fused_mod)
+    for space in {id(st.space): st.space for _, st in tunable}.values():
+        tasks = [t for t, st in tunable if st.space is space]
+        c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space or default, **kwargs)
+        contexts += c
+        weights += w
+    return contexts, weights
 
 
 def _refresh(states, hashes, counts):

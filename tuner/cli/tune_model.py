@@ -82,7 +82,7 @@ def _task_table(tasks: list[dict], title):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
     for s in tasks:
         t.add_row(s["task"], f"{s['flops'] / 1e6:.2f}", str(s["weight"]), str(s["trials"]),
-                  _fmt(s["best_ms"], "{:.4f}"), _fmt(s["gflops"], "{:.1f}"), s["skipped"] or "")
+                  _fmt(s["best_ms"], "{:.4f}"), _fmt(s["gflops"], "{:.1f}"), s["skipped"] or s.get("note") or "")
     return t
 
 

@@ -54,8 +54,8 @@ def verdict(doc) -> str:
         a, b = pair
         if a and b and a[1].get("latency_ms") and b[1].get("latency_ms"):
             r = a[1]["latency_ms"]["median"] / b[1]["latency_ms"]["median"]
-            ratios.append(f"{r:.2f}× {'lower' if r >= 1 else 'higher'} {label}"
-                          if abs(r - 1) >= 0.005 else f"unchanged {label}")
+            ratios.append(("unchanged" if abs(r - 1) < 0.005 else f"{r:.2f}× lower" if r > 1 else f"{1 / r:.2f}× higher")
+                          + f" {label}")
     if ratios:
         text += "; latency " + ", ".join(ratios)
     elif not doc["measured"]:
@@ -80,8 +80,8 @@ def _others_vs(doc, chosen: str) -> str:
                 parts.append(f"{mine['metrics']['launches']} launches vs {ref['metrics']['launches']}")
             if mine.get("latency_ms") and ref.get("latency_ms"):
                 r = ref["latency_ms"]["median"] / mine["latency_ms"]["median"]
-                parts.append(f"{r:.2f}× {'faster' if r >= 1 else 'slower'} {label}" if abs(r - 1) >= 0.005
-                             else f"same latency {label}")
+                parts.append(("same latency" if abs(r - 1) < 0.005 else f"{r:.2f}× faster" if r > 1
+                              else f"{1 / r:.2f}× slower") + f" {label}")
         if parts:
             out.append(f" {strategy} vs {chosen}: " + ", ".join(parts) + ".")
     return "".join(out)
@@ -120,11 +120,17 @@ def _summary_rows(doc):
 
 
 def _top_kernels(v, n=8):
-    ks = sorted((k for k in v["kernels"] if k.get("time_us")), key=lambda k: -k["time_us"])[:n]
-    rows = [[k["kernel"], f"{k['time_us']:.1f}", f"{k['flops'] / 1e6:.2f}", _human(k["bytes_total"]),
-             f"{k['intensity']:.2f}", _num(k.get("gflops"), "{:.2f}"), f"{k['roofline_gflops']:.1f}",
-             str(k["parallel_extent"])] for k in ks]
-    return ["kernel", "µs", "MFLOP", "bytes", "FLOP/B", "GFLOP/s", "roofline GFLOP/s", "parallel"], rows
+    """One row per kernel (a PrimFunc launched several times is one row with its launch count)."""
+    launches: dict = {}
+    for k in v["kernels"]:
+        if k.get("time_us"):
+            launches.setdefault(k["kernel"], [k, 0])[1] += 1
+    ks = sorted(launches.values(), key=lambda kc: -kc[0]["time_us"] * kc[1])[:n]
+    rows = [[k["kernel"], str(c), f"{k['time_us']:.1f}", f"{k['time_us'] * c:.1f}", f"{k['flops'] / 1e6:.2f}",
+             _human(k["bytes_total"]), f"{k['intensity']:.2f}", _num(k.get("gflops"), "{:.2f}"),
+             f"{k['roofline_gflops']:.1f}", str(k["parallel_extent"])] for k, c in ks]
+    return ["kernel", "launches", "µs each", "µs total", "MFLOP each", "bytes each", "FLOP/B", "GFLOP/s",
+            "roofline GFLOP/s", "parallel"], rows
 
 
 def sections(doc, images: dict) -> list:
