@@ -212,6 +212,9 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                 st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
             keep = {id(st) for _, st in ranked[:fits]}
             tunable = [(t, st) for t, st in tunable if id(st) in keep]
+        import logging
+
+        console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
         start = time.time()
         spent, stopped, stale_rounds, best_total = 0, "budget", 0, None
         cost_model = ms.cost_model.CostModel.create(knobs.cost_model, num_tuning_cores=target_spec.config.get("num-cores", 1)) \
@@ -232,6 +235,7 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                     break
                 this_round = min(round_trials, budget - spent)
                 contexts, weights = _contexts(tunable, target_spec, fused_mod, os.path.join(db_dir, "logs"),
+                                              console_level=console_level,
                                               strategy=knobs.search, num_threads=target_spec.config.get("num-cores", 1),
                                               seed=knobs.seed)
                 before = sum(D.record_counts(db_dir).get(i, {}).get("trials", 0) for i in range(len(D.workload_hashes(db_dir))))
@@ -290,8 +294,9 @@ def _with_design_space(tunable, target_spec, fused_mod, db_dir):
     keep = []
     for (task, st) in tunable:
         for reduced, space in enumerate((design_space(target_spec, fused_mod), reduced_space(target_spec))):
-            [ctx], _ = ms.relax_integration.extracted_tasks_to_tune_contexts([task], os.path.join(db_dir, "logs"),
-                                                                            space=space, num_threads=1)
+            # no logger: MetaSchedule's per-task loggers reconfigure console logging on every creation
+            ctx = ms.TuneContext(mod=task.dispatched[0], target=task.target, space_generator=space,
+                                 task_name=task.task_name, num_threads=1).clone()
             try:
                 ctx.generate_design_space()
             except Exception as err:
@@ -307,17 +312,37 @@ def _with_design_space(tunable, target_spec, fused_mod, db_dir):
     return keep
 
 
-def _contexts(tunable, target_spec, fused_mod, work_dir, **kwargs):
-    """Tune contexts for a round, each task in its own design space."""
+def _contexts(tunable, target_spec, fused_mod, work_dir, console_level=None, **kwargs):
+    """Tune contexts for a round, each task in its own design space. `console_level`: MetaSchedule's console
+    log level as set before the first round (quiet_tvm_logs)."""
     from tvm.s_tir import meta_schedule as ms
+
+    import logging
 
     contexts, weights = [], []
     default = design_space(target_spec, fused_mod)
-    for space in {id(st.space): st.space for _, st in tunable}.values():
-        tasks = [t for t, st in tunable if st.space is space]
-        c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space or default, **kwargs)
-        contexts += c
-        weights += w
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    # MetaSchedule's logging config lists the logger's handlers by name and crashes on an unnamed one
+    # (one added by the host program, e.g. pytest): detach those while it reconfigures
+    foreign = [h for h in ms_logger.handlers if not h.get_name()]
+    for h in foreign:
+        ms_logger.removeHandler(h)
+    try:
+        for space in {id(st.space): st.space for _, st in tunable}.values():
+            tasks = [t for t, st in tunable if st.space is space]
+            c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space or default,
+                                                                         **kwargs)
+            contexts += c
+            weights += w
+    finally:
+        for h in foreign:
+            ms_logger.addHandler(h)
+    # Creating the contexts re-runs logging.config with the logger's current level (DEBUG after the first
+    # time) for its stdout handler: put the console back, or round 2 prints INFO lines into --json output.
+    for handler in ms_logger.handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) \
+                and console_level:
+            handler.setLevel(console_level)
     return contexts, weights
 
 
