@@ -54,7 +54,7 @@ def test_real_model_every_strategy_matches_onnxruntime(name, real_models, tmp_pa
     assert kernels["cost"] <= kernels["tvm"], kernels
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet"])  # the two horizontal regressions
 def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
     kernels = {f: _verify(light(name), tmp_path, f) for f in STRATEGIES}
     assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels

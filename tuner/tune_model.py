@@ -40,12 +40,18 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
     quiet_tvm_logs(verbose)
     strategy = get_strategy(fusion)
     spec = resolve_target(target)
+    measure_here = True
+    if knobs.rpc:
+        from .tuning import check_rpc
+
+        check_rpc(knobs.rpc)
     if spec.is_gpu:
         from .target import detect_gpu_arch
 
-        if not detect_gpu_arch():
+        measure_here = bool(detect_gpu_arch())
+        if not measure_here and not knobs.rpc:
             raise TunerError(f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
-                             "run on a machine with an NVIDIA GPU (RPC measurement is not built yet)")
+                             "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY")
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts)
@@ -70,6 +76,10 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
     summary["applied"] = tuned.db_info["applied"]
     summary["kernels"] = tuned.db_info["kernels"]
     summary["default_schedules"] = tuned.db_info["untuned"]
+    if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here
+        summary["latency_ms"] = summary["verify"] = None
+        summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
+        return summary
     # untuned vs tuned, measured interleaved in this process
     from .build import export_library_bytes
     from .package import LIBRARY, write_package

@@ -19,6 +19,8 @@ CONST = "freeze a scalar input to a constant, NAME=VALUE (e.g. sr=16000), so bra
 TARGET = ("auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
           "GPU) or cuda:sm_XX")
 FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
+RPC = ("measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
+       "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine")
 DB = "tuning database folder to apply (records for another target are refused)"
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"

@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
     p.add_argument("--trials-per-iter", type=int, default=8, help="candidates measured per search iteration")
     p.add_argument("--seed", type=int)
+    p.add_argument("--rpc", metavar="HOST:PORT:KEY", help=H.RPC)
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime check of the tuned package")
     p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display (for scripts)")
@@ -58,7 +59,7 @@ def main(argv: list[str]) -> int:
     knobs = Knobs(trials=args.trials, max_trials_per_task=args.max_trials_per_task,
                   num_trials_per_iter=args.trials_per_iter, time_budget_s=parse_duration(args.time_budget),
                   early_stopping=args.early_stopping, cost_model=args.cost_model, search=args.search, seed=args.seed,
-                  only=tuple(args.only), skip=tuple(args.skip))
+                  only=tuple(args.only), skip=tuple(args.skip), rpc=args.rpc)
     from ..tune_model import tune_model
 
     quiet = args.quiet or args.json
@@ -116,8 +117,11 @@ def render(summary) -> None:
         return
     con.print(f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
               + (f"; default schedules: {', '.join(summary['default_schedules'][:10])}" if summary["default_schedules"] else ""))
-    lat = summary["latency_ms"]
-    con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
+    lat = summary.get("latency_ms")
+    if lat:
+        con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
+    if summary.get("note"):
+        con.print(f"[cyan]note:[/] {summary['note']}")
     v = summary.get("verify")
     if v:
         con.print(f"verify vs ONNX Runtime: {'[green]PASS[/]' if v['ok'] else '[red]FAIL[/]'} max_abs_err={v['max_abs_err']:.3g}")
