@@ -202,3 +202,7 @@ def test_verdict_names_each_other_strategy_against_the_chosen_one():
     text = verdict(doc)
     assert text.startswith("fusion (tvm) cut launches 20 → 8") and "2.00× lower tuned" in text
     assert text.endswith("cost vs tvm: 6 launches vs 8, same latency untuned, 1.25× faster tuned.")
+    # without `none` there is no fused-vs-unfused pair, but the strategies are still compared
+    only_fused = {"strategies": ["tvm", "cost"], "measured": True,
+                  "variants": {k: doc["variants"][k] for k in ("tvm/tuned", "cost/tuned")}}
+    assert verdict(only_fused).endswith("cost vs tvm: 6 launches vs 8, 1.25× faster tuned.")

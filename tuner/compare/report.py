@@ -41,8 +41,11 @@ def verdict(doc) -> str:
     none_t, fused_t = _fused_vs_none(doc, True)
     if not (none_u and fused_u) and not (none_t and fused_t):
         failed = [n for n, v in doc["variants"].items() if v["status"] != "ok"]
+        fused = [st for st in doc["strategies"] if st != "none"]
+        chosen = "tvm" if "tvm" in fused else (fused[0] if fused else "none")
         return ("no fused-vs-unfused pair could be compared"
-                + (f" (failed: {', '.join(failed)})" if failed else " (compare `none` with a fused strategy)"))
+                + (f" (failed: {', '.join(failed)})" if failed else " (compare `none` with a fused strategy)")
+                + "." + _others_vs(doc, chosen))
     none, fused = (none_u, fused_u) if none_u and fused_u else (none_t, fused_t)
     mn, mf = none[1]["metrics"], fused[1]["metrics"]
     removed = mf["vs_unfused"]["intermediate_traffic_removed_pct"]
