@@ -160,12 +160,12 @@ def test_fused_kernels_multilevel_tiling_cannot_schedule_get_the_reduced_space(t
     fused = lower(mod, spec, strategy, params=params)
     tasks = [(t, TaskState(t.task_name, 1.0, int(t.weight), "")) for t in
              ms.relax_integration.extract_tasks(fused, spec.tvm_target())]
-    kept = _with_design_space(tasks, spec, fused, str(tmp_path))
+    kept = _with_design_space(tasks, spec, fused)
     assert len(kept) == len(tasks)  # nothing dropped
     reduced = sorted(st.name for _, st in kept if st.note)
     assert reduced and all(n.startswith("fused_relax_") for n in reduced), reduced  # only our pattern kernels
     assert all("reverse-compute-at" in st.note for _, st in kept if st.note)
-    contexts, weights = _contexts(kept, spec, fused, str(tmp_path / "logs"), num_threads=1)
+    contexts, weights = _contexts(kept, str(tmp_path / "logs"), num_threads=1)
     assert sorted(c.task_name for c in contexts) == sorted(st.name for _, st in kept) and len(weights) == len(kept)
 
 

@@ -24,7 +24,8 @@ class Member:
     onnx_op: str | None
     out_bytes: int
     flops: float
-    # a horizontal merge (CombineParallelMatmul): the ONNX nodes this one op computes side by side
+    # further ONNX nodes this one op stands for: the branches of a horizontal merge (CombineParallelMatmul), or
+    # an op a pass folded into it (FuseTransposeMatmul's transpose)
     merged: list = field(default_factory=list)  # [(node name, op type)]
 
 
@@ -220,6 +221,8 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
     to_unfused: dict = {}  # grouped-main Var -> unfused-main unique id
     gid: dict = {}  # grouped-main Var -> unique id used for groups and boundaries
 
+    absorbed: dict = {}  # unfused id -> ids of unfused ops a pass folded into it (FuseTransposeMatmul)
+
     def match(callee, args, env, nbytes):
         """The unfused binding this call computes, or a list of them for a horizontal merge."""
         # args missing from env are group parameters bound to constants (constants are not vars unfused)
@@ -250,19 +253,18 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
             return take
         return hits.pop(0)
 
-    absorbed: dict = {}  # unfused id -> ids of unfused ops a pass folded into it (FuseTransposeMatmul)
-
     def member(call, env):
         callee = call.args[0].name_hint
         func = grouped_funcs.get(callee)
         src = match(callee, tir_args(call), env, _nbytes(call.ty))
-        refs = [names.get(i) for i in (src if isinstance(src, list) else [src])] if src else [None]
-        if isinstance(src, list) and _base(callee) == "split":
-            refs = [None]  # the merge's own split: no ONNX node, it hands each slice to its original consumers
-        first = refs[0]
-        merged = [(r.name, r.op_type) for r in refs[1:] if r is not None] if isinstance(src, list) else []
-        if src and not isinstance(src, list):
-            merged += [(r.name, r.op_type) for r in (names.get(i) for i in absorbed.get(src, [])) if r is not None]
+        if isinstance(src, list):
+            # the merge's own split has no ONNX node: it hands each slice to its original consumers
+            ids = [] if _base(callee) == "split" else src
+        else:
+            ids = [src, *absorbed.get(src, [])] if src else []
+        refs = [names.get(i) for i in ids]
+        first = refs[0] if refs else None
+        merged = [(r.name, r.op_type) for r in refs[1:] if r is not None]
         return src, Member((src[0] if isinstance(src, list) else src) or "?", callee, _pattern(func),
                            first.name if first else None, first.op_type if first else None, _nbytes(call.ty),
                            _flops(func) if func is not None else 0.0, merged)

@@ -14,6 +14,7 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -51,11 +52,11 @@ def parse_rpc(text: str) -> tuple[str, int, str]:
     return parts[0], int(parts[1]), parts[2]
 
 
-def check_rpc(text: str, timeout_s: float = 10.0) -> int:
+def check_rpc(text: str) -> int:
     """Ask the tracker how many devices serve the key; refuse before tuning when none can be reached."""
-    from tvm import rpc
-
     import socket
+
+    from tvm import rpc
 
     host, port, key = parse_rpc(text)
     try:
@@ -102,8 +103,8 @@ def half_precision(mod) -> bool:
     """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
     import tvm
 
-    return any(isinstance(f, tvm.tirx.PrimFunc) and ('"float16"' in f.script() or '"bfloat16"' in f.script())
-               for f in mod.functions.values())
+    return any(str(buf.dtype) in ("float16", "bfloat16")
+               for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc) for buf in f.buffer_map.values())
 
 
 def design_space(target_spec, mod):
@@ -120,12 +121,19 @@ def design_space(target_spec, mod):
     return "post-order-apply"
 
 
+def _bare_context(task, space, seed=None):
+    """A TuneContext with no logger: MetaSchedule's per-task loggers reconfigure console logging on creation."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(mod=task.dispatched[0], target=task.target, space_generator=space,
+                          search_strategy="evolutionary", task_name=task.task_name, num_threads=1,
+                          rand_state=-1 if seed is None else seed).clone()
+
+
 def build_candidates(fused_mod, target_spec, max_tasks: int = 2, per_task: int = 4, seed: int = 0) -> list[dict]:
     """The part of tuning that needs no device: for the heaviest kernels, generate the design space, sample
     candidates and build them as the tuner would (for CUDA: each must be thread-bound). What a GPU run would then
     measure; on a machine without one this checks that the CUDA search space and builder work."""
-    import tempfile
-
     from tvm.s_tir import meta_schedule as ms
 
     target = target_spec.tvm_target()
@@ -134,22 +142,21 @@ def build_candidates(fused_mod, target_spec, max_tasks: int = 2, per_task: int =
     tasks = sorted(tasks, key=lambda t: _task_flops(t.dispatched[0]) * t.weight, reverse=True)[:max_tasks]
     builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=target_spec.config.get("num-cores", 1) or 1,
                                       timeout_sec=Knobs.builder_timeout_s)
+    space = design_space(target_spec, fused_mod)
     out = []
-    with tempfile.TemporaryDirectory() as logs:
-        contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            tasks, logs, space=design_space(target_spec, fused_mod), num_threads=1, seed=seed)
-        for ctx in contexts:
-            spaces = ctx.generate_design_space()
-            ctx.pre_tuning(max_trials=per_task, num_trials_per_iter=per_task, design_spaces=spaces,
-                           database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
-            cands = ctx.generate_measure_candidates() or []
-            built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in cands])
-            scripts = [c.sch.mod.script() for c in cands]
-            out.append({"task": ctx.task_name, "design_spaces": len(spaces), "candidates": len(cands),
-                        "built": sum(b.error_msg is None for b in built),
-                        "errors": [b.error_msg.strip().splitlines()[-1][:200] for b in built if b.error_msg],
-                        "thread_bound": (sum('"threadIdx.' in s for s in scripts) if target_spec.is_gpu else None),
-                        "tensor_core": sum("wmma" in s or "mma_sync" in s or "ldmatrix" in s for s in scripts)})
+    for task in tasks:
+        ctx = _bare_context(task, space, seed)
+        spaces = ctx.generate_design_space()
+        ctx.pre_tuning(max_trials=per_task, num_trials_per_iter=per_task, design_spaces=spaces,
+                       database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+        cands = ctx.generate_measure_candidates() or []
+        built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in cands])
+        scripts = [c.sch.mod.script() for c in cands]
+        out.append({"task": ctx.task_name, "design_spaces": len(spaces), "candidates": len(cands),
+                    "built": sum(b.error_msg is None for b in built),
+                    "errors": [b.error_msg.strip().splitlines()[-1][:200] for b in built if b.error_msg],
+                    "thread_bound": (sum('"threadIdx.' in s for s in scripts) if target_spec.is_gpu else None),
+                    "tensor_core": sum("wmma" in s or "mma_sync" in s or "ldmatrix" in s for s in scripts)})
     return out
 
 
@@ -162,7 +169,7 @@ class TaskState:
     trials: int = 0
     best_ms: float | None = None
     skipped: str | None = None  # why it is not tuned
-    space: object = None  # design space, when not the target's default (see _with_design_space)
+    space: object = None  # the design space it is tuned in (set by _with_design_space)
     note: str | None = None  # e.g. tuned in a reduced design space
 
     @property
@@ -243,7 +250,7 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
             states.append(st)
             if not st.skipped:
                 tunable.append((t, st))
-        tunable = _with_design_space(tunable, target_spec, fused_mod, db_dir)
+        tunable = _with_design_space(tunable, target_spec, fused_mod)
         done_before = sum(st.trials for _, st in tunable) if resume else 0
         budget = max(0, knobs.trials - done_before)
         if knobs.max_trials_per_task:
@@ -257,8 +264,6 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                 st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
             keep = {id(st) for _, st in ranked[:fits]}
             tunable = [(t, st) for t, st in tunable if id(st) in keep]
-        import logging
-
         console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
         start = time.time()
         spent, stopped, stale_rounds, best_total = 0, "budget", 0, None
@@ -279,8 +284,7 @@ def tune(fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_
                     stopped = "time"
                     break
                 this_round = min(round_trials, budget - spent)
-                contexts, weights = _contexts(tunable, target_spec, fused_mod, os.path.join(db_dir, "logs"),
-                                              console_level=console_level,
+                contexts, weights = _contexts(tunable, os.path.join(db_dir, "logs"), console_level=console_level,
                                               strategy=knobs.search, num_threads=target_spec.config.get("num-cores", 1),
                                               seed=knobs.seed)
                 before = sum(D.record_counts(db_dir).get(i, {}).get("trials", 0) for i in range(len(D.workload_hashes(db_dir))))
@@ -329,26 +333,22 @@ def reduced_space(target_spec):
     return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=kind, mutator_probs=kind)
 
 
-def _with_design_space(tunable, target_spec, fused_mod, db_dir):
-    """Check that MetaSchedule can generate each task's design space before tuning: its multi-level tiling rule
-    fails on some fused kernels (reverse_compute_at of an epilogue fed by two reductions: our LayerNorm and
-    attention groups), and one such task aborts tune_tasks for every task. Those get the reduced space; a task
-    that fails that too keeps its default schedule, with the reason recorded."""
-    from tvm.s_tir import meta_schedule as ms
-
+def _with_design_space(tunable, target_spec, fused_mod):
+    """Choose each task's design space before tuning. MetaSchedule's multi-level tiling rule fails on some fused
+    kernels (reverse_compute_at of an epilogue fed by two reductions: our LayerNorm and attention groups), and
+    one such task aborts tune_tasks for every task. Those get the reduced space; a task that fails that too keeps
+    its default schedule, with the reason recorded."""
+    spaces = (design_space(target_spec, fused_mod), reduced_space(target_spec))
     keep = []
-    for (task, st) in tunable:
-        for reduced, space in enumerate((design_space(target_spec, fused_mod), reduced_space(target_spec))):
-            # no logger: MetaSchedule's per-task loggers reconfigure console logging on every creation
-            ctx = ms.TuneContext(mod=task.dispatched[0], target=task.target, space_generator=space,
-                                 task_name=task.task_name, num_threads=1).clone()
+    for task, st in tunable:
+        for reduced, space in enumerate(spaces):
             try:
-                ctx.generate_design_space()
+                _bare_context(task, space).generate_design_space()
             except Exception as err:
                 first = next((ln for ln in str(err).splitlines() if "Error" in ln), type(err).__name__).strip()
                 continue
+            st.space = space
             if reduced:
-                st.space = space
                 st.note = f"reduced design space (no multi-level tiling: {first[:80]})"
             keep.append((task, st))
             break
@@ -357,15 +357,12 @@ def _with_design_space(tunable, target_spec, fused_mod, db_dir):
     return keep
 
 
-def _contexts(tunable, target_spec, fused_mod, work_dir, console_level=None, **kwargs):
-    """Tune contexts for a round, each task in its own design space. `console_level`: MetaSchedule's console
-    log level as set before the first round (quiet_tvm_logs)."""
+def _contexts(tunable, work_dir, console_level=None, **kwargs):
+    """Tune contexts for a round, each task in the design space _with_design_space chose. `console_level`:
+    MetaSchedule's console log level as set before the first round (quiet_tvm_logs)."""
     from tvm.s_tir import meta_schedule as ms
 
-    import logging
-
     contexts, weights = [], []
-    default = design_space(target_spec, fused_mod)
     ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
     # MetaSchedule's logging config lists the logger's handlers by name and crashes on an unnamed one
     # (one added by the host program, e.g. pytest): detach those while it reconfigures
@@ -375,8 +372,7 @@ def _contexts(tunable, target_spec, fused_mod, work_dir, console_level=None, **k
     try:
         for space in {id(st.space): st.space for _, st in tunable}.values():
             tasks = [t for t, st in tunable if st.space is space]
-            c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space or default,
-                                                                         **kwargs)
+            c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space, **kwargs)
             contexts += c
             weights += w
     finally:
@@ -385,8 +381,7 @@ def _contexts(tunable, target_spec, fused_mod, work_dir, console_level=None, **k
     # Creating the contexts re-runs logging.config with the logger's current level (DEBUG after the first
     # time) for its stdout handler: put the console back, or round 2 prints INFO lines into --json output.
     for handler in ms_logger.handlers:
-        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) \
-                and console_level:
+        if type(handler) is logging.StreamHandler and console_level:
             handler.setLevel(console_level)
     return contexts, weights
 
