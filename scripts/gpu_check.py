@@ -11,7 +11,9 @@ short still leaves what it finished):
      against ONNX Runtime (CPU) on the same inputs
   3. tune-model the first model with a small budget, verify, untuned vs tuned latency
      (--build-only: generate the CUDA design space of its heaviest kernel, sample candidates, build them)
-  4. compare fused vs unfused (none,tvm) on the first model: report.md/html/json under OUTPUT/compare
+  4. --dtype float16 on the second model: compile and verify in fp16; tune it so the tensor-core (WMMA) design
+     space is measured (--build-only: sample tensor-core candidates and build them)
+  5. compare fused vs unfused (none,tvm) on the first model: report.md/html/json under OUTPUT/compare
 Designed to finish in under ten minutes on one GPU (see ../shared/GPU.md for how the device machine is used).
 """
 
@@ -148,6 +150,41 @@ def main(argv=None) -> int:
             return {"tasks": tasks}
 
         step("tuning_candidates_build_only", tuning_candidates)
+
+    second = args.models[1]
+
+    def half_precision():
+        from tuner.tuning import uses_tensor_cores
+
+        pkg = os.path.join(args.output, "fp16.ftpkg")
+        result, manifest = compile_model(second, pkg, target=args.target, shapes=shapes, precision="float16")
+        out = {"kernels": manifest["kernels"], "precision": manifest["precision"]}
+        if args.build_only:
+            from tuner.fusion import get_strategy
+            from tuner.lowering import import_for, lower
+            from tuner.onnx_model import prepare_model
+            from tuner.target import resolve_target
+            from tuner.tuning import build_candidates
+
+            spec, strategy = resolve_target(args.target), get_strategy("tvm")
+            mod, params, _ = import_for(prepare_model(second, shapes, None, precision="float16"), strategy)
+            tasks = build_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
+            if not tasks or any(t["built"] < t["candidates"] or not t["tensor_core"] for t in tasks):
+                raise RuntimeError(f"fp16 tensor-core candidates missing or failed to build: {tasks}")
+            return {**out, "tasks": tasks}
+        from tuner.inference import run_package
+        from tuner.tune_model import tune_model
+        from tuner.tuning import Knobs
+
+        untuned = run_package(pkg, verify=second, repeat=args.repeat)
+        s = tune_model(second, os.path.join(args.output, "fp16_tuned.ftpkg"), target=args.target,
+                       knobs=Knobs(trials=args.trials), db=os.path.join(args.output, "db_fp16"), shapes=shapes,
+                       precision="float16")
+        return {**out, "untuned": {"verify": untuned["verify"], "latency_ms": untuned["latency_ms"]},
+                "tuned": {k: s.get(k) for k in ("trials", "tune_seconds", "latency_ms", "speedup", "verify", "applied")},
+                "untuned_uses_tensor_cores": uses_tensor_cores(result.fused_mod)}
+
+    step("float16_tensor_cores", half_precision)
 
     def compare():
         from tuner.compare.driver import compare as run_compare

@@ -3,6 +3,8 @@
 import json
 import os
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -10,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from tuner.errors import TunerError
 
 
@@ -192,3 +194,33 @@ def test_failed_build_leaves_nothing(tmp_path, cnn):
 def test_debug_shows_traceback(tmp_path):
     r = run_cli("check", str(tmp_path / "nope.onnx"), "--debug")
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_out_of_memory_is_a_clear_error(mlp, tmp_path):
+    """A real allocation failure: the run's address space is capped after loading, so the intermediates (512 MiB
+    for a batch of 2^20) cannot be allocated. The error says what one inference needs; no outputs file is left."""
+    import textwrap
+
+    pkg = str(tmp_path / "big.ftpkg")
+    r = run_cli("compile", mlp, "--input-shape", "x:1048576x32", "--target", "llvm", "-o", pkg)
+    assert r.returncode == 0, r.stderr
+    script = textwrap.dedent(f"""
+        import re, resource
+        import tuner
+        from tuner.errors import TunerError
+        from tuner.inference import save_npz_atomic
+        m = tuner.load({pkg!r})
+        x = m.random_inputs()
+        mapped = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
+        cap = mapped + 2 * sum(a.nbytes for a in x.values()) + (32 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        try:
+            save_npz_atomic({str(tmp_path / "out.npz")!r}, m(**x))
+        except TunerError as err:
+            print("TunerError:", err)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env={**os.environ, "TVM_NUM_THREADS": "1"})
+    assert "TunerError: " in r.stdout and "out of memory on the host while running the model" in r.stdout, r.stdout + r.stderr
+    assert "512.0 MiB of intermediates" in r.stdout and "hint:" in r.stdout
+    assert not (tmp_path / "out.npz").exists()

@@ -21,13 +21,16 @@ def test_gpu_check_build_only(cnn, transformer, tmp_path):
     doc = json.load(open(tmp_path / "results.json"))
     steps = doc["steps"]
     assert set(steps) == {"compile_verify_cnn", "compile_verify_transformer", "tuning_candidates_build_only",
-                          "compare_fused_unfused"}
+                          "float16_tensor_cores", "compare_fused_unfused"}
     assert all(s["ok"] for s in steps.values())
     assert steps["compile_verify_cnn"]["device_code"]["arch"] == "sm_90"
     assert "cut launches 28 → 7" in steps["compare_fused_unfused"]["verdict"]
     assert (tmp_path / "compare" / "report.html").exists()
     [task] = steps["tuning_candidates_build_only"]["tasks"]
     assert task["candidates"] > 0 and task["built"] == task["thread_bound"] == task["candidates"]
+    [fp16] = steps["float16_tensor_cores"]["tasks"]
+    assert steps["float16_tensor_cores"]["precision"] == "float16"
+    assert fp16["tensor_core"] > 0 and fp16["built"] == fp16["candidates"] > 0
 
 
 def test_cuda_tensor_core_candidates_for_fp16(tmp_path):

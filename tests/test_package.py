@@ -135,3 +135,21 @@ def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     assert serve(source) == blob
     with pytest.raises(TunerError, match="does not carry"):
         serve(source + "// changed")
+
+
+def test_gpu_scheduling_leaves_the_unscheduled_module_alone(transformer):
+    """dlight assigns into the module it is given; tuning extracts tasks from the same lowered module, and a
+    scheduled kernel there hid the tensor-core design space (found with --dtype float16)."""
+    from tuner.build import schedule_for_gpu
+    from tuner.fusion import get_strategy
+    from tuner.lowering import import_for, lower
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+
+    spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
+    mod, params, _ = import_for(prepare_model(transformer), strategy)
+    fused = lower(mod, spec, strategy, params=params)
+    before = fused.script(show_meta=False)
+    scheduled = schedule_for_gpu(fused, spec)
+    assert fused.script(show_meta=False) == before
+    assert scheduled.script(show_meta=False) != before

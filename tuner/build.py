@@ -47,9 +47,9 @@ def schedule_for_gpu(mod, target_spec: TargetSpec):
     from tvm.s_tir import dlight as dl
 
     target = target_spec.tvm_target()
-    with target:
+    with target:  # dlight assigns into the module it is given: clone, or the caller's unscheduled module changes
         mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                      dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod)
+                                      dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod.clone())
     unbound = thread_unbound_kernels(mod)
     if unbound:
         raise TunerError(f"CUDA build: {len(unbound)} kernel(s) have no GPU thread binding and would silently run "
@@ -77,9 +77,14 @@ def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
         fused, db_info = apply_database(fused, target_spec, db_dir)
     if target_spec.is_gpu:
         fused = schedule_for_gpu(fused, target_spec)
+    config = {}
+    if target_spec.is_gpu and db_info and db_info.get("applied"):
+        from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
+
+        config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}
     t0 = time.perf_counter()
     try:
-        with tvm.transform.PassContext(opt_level=3):
+        with tvm.transform.PassContext(opt_level=3, config=config):
             executable = tvm.compile(fused, target=target_spec.tvm_target(), relax_pipeline="default_build")
     except Exception as err:
         raise TunerError(f"TVM build failed for {prepared.path} on {target_spec.key}: "
@@ -106,6 +111,8 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
     import tvm
     import tvm_ffi
 
+    from .compare.kernels import memory_footprint
+
     p = result.prepared
     return {
         "model": {"file": os.path.basename(p.path), "sha256": p.sha256, "name": p.name},
@@ -119,8 +126,10 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "tvm_version": tvm.__version__,
         "tvm_ffi_version": tvm_ffi.__version__,
         "fusion": result.strategy.name,
+        "precision": p.precision,
         "kernels": result.num_kernels,
         "kernel_names": [k.kernel for k in result.kernels],
+        "memory": memory_footprint(result.fused_mod, result.target.tvm_target()),
         "tuning_db": result.db_info,
         "build_seconds": round(build_seconds, 3),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -158,7 +167,8 @@ def output_shapes_from_build(result: BuildResult) -> None:
 
 
 def compile_model(model: str, output: str, target: str = "auto", fusion: str = "tvm", db: str | None = None,
-                  shapes: dict | None = None, consts: dict | None = None) -> tuple[BuildResult, dict]:
+                  shapes: dict | None = None, consts: dict | None = None,
+                  precision: str | None = None) -> tuple[BuildResult, dict]:
     """The `compile` command's work: returns the build and the manifest written to `output`."""
     from .package import check_writable
 
@@ -166,7 +176,7 @@ def compile_model(model: str, output: str, target: str = "auto", fusion: str = "
     target_spec = resolve_target(target)
     check_writable(output)
     t0 = time.perf_counter()
-    prepared = prepare_model(model, shapes, consts)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
     result = build_prepared(prepared, target_spec, strategy, db)
     output_shapes_from_build(result)
     manifest = write_build(result, output, time.perf_counter() - t0)

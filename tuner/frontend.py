@@ -177,10 +177,26 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
         warnings.simplefilter("ignore")
         mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
     _assign_unnamed_bindings(mod, importer.provenance)
+    mod = _apply_precision(mod, prepared)
     params = None
     if keep_params:
         mod, params = relax.frontend.detach_params(mod)
     return mod, params, importer.provenance
+
+
+def _apply_precision(mod, prepared: PreparedModel):
+    """--dtype: rewrite the graph to the requested precision. The casts it adds get pass-made names, which the
+    plan attributes to the ONNX node that follows them (the matmul or conv they feed)."""
+    from .precision import get_precision, precision_pass
+
+    rewrite = precision_pass(get_precision(prepared.precision))
+    if rewrite is None:
+        return mod
+    try:
+        return rewrite(mod)
+    except Exception as err:
+        raise TunerError(f"{prepared.path}: --dtype {prepared.precision} failed in TVM's mixed-precision pass: "
+                         f"{str(err).strip().splitlines()[-1][:300]}", "build in float32 (drop --dtype)") from err
 
 
 def _opset(model):

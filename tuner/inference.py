@@ -45,6 +45,7 @@ def run_package(package: str, inputs: str | None = None, fill: str = "random", s
     result_outputs = model(**feed)
     times = model.benchmark(**feed, repeat=repeat, warmup=warmup)
     result = {"package": package, "target": model.manifest["target"]["key"], "fusion": model.manifest["fusion"],
+              "precision": model.manifest.get("precision", "float32"),
               "kernels": model.manifest["kernels"], "num_threads": os.environ.get("TVM_NUM_THREADS"),
               "latency_ms": latency_stats(times)}
     if outputs:
@@ -70,8 +71,10 @@ def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict
     for name, value in (model.manifest.get("consts") or {}).items():
         ref_feed[name] = np.asarray(value, dtype=_const_dtype(onnx_path, name))
     expected = run_onnxruntime(onnx_path, ref_feed, threads=model.manifest.get("num_threads"))
-    report = compare_outputs(actual, expected)
-    return report
+    from .precision import get_precision
+
+    precision = get_precision(model.manifest.get("precision"))
+    return compare_outputs(actual, expected, rtol=precision.rtol, atol=precision.atol)
 
 
 def _const_dtype(onnx_path: str, name: str):

@@ -161,6 +161,7 @@ class PreparedModel:
     consts: dict[str, float | int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what preparation changed, for `check`
     folded: dict[str, int] = field(default_factory=dict)  # op -> nodes removed by folding
+    precision: str = "float32"  # compute precision the import applies (tuner.precision)
 
     @property
     def name(self) -> str:
@@ -267,11 +268,15 @@ def _simplify_checked(onnxsim, model, shapes, path):
 
 
 def prepare_model(source, shapes: dict | None = None, consts: dict | None = None,
-                  simplify: str = "auto") -> PreparedModel:
+                  simplify: str = "auto", precision: str | None = None) -> PreparedModel:
     """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never).
+    `precision` (--dtype) is validated here and applied at import.
 
     `source` is a file path, or an in-memory ModelProto (named `<memory:graph name>` in messages).
     """
+    from .precision import get_precision
+
+    precision = get_precision(precision).name
     if isinstance(source, onnx.ModelProto):
         path = f"<memory:{source.graph.name or 'model'}>"
         model = onnx.ModelProto()
@@ -303,4 +308,4 @@ def prepare_model(source, shapes: dict | None = None, consts: dict | None = None
         notes.append(f"ONNX shape inference failed ({err}); continuing")
     return PreparedModel(path=path, model=model, sha256=digest, inputs=graph_inputs(model),
                          outputs=graph_outputs(model), shapes=bound, consts=dict(consts or {}), notes=notes,
-                         folded=folded)
+                         folded=folded, precision=precision)

@@ -86,6 +86,7 @@ class FusionPlan:
     boundaries: list[Boundary]
     unfused_kernels: int
     notes: list[str] = field(default_factory=list)
+    precision: str = "float32"
 
     @property
     def kernels(self) -> int:
@@ -100,7 +101,8 @@ class FusionPlan:
                 "global_traffic_saved_bytes": 2 * saved}
 
     def to_json(self) -> dict:
-        return {"model": self.model, "strategy": self.strategy, "target": self.target, "summary": self.summary(),
+        return {"model": self.model, "strategy": self.strategy, "target": self.target,
+                "precision": self.precision, "summary": self.summary(),
                 "kernels": self.kernels, "groups": [g.to_json() for g in self.groups],
                 "boundaries": [b.to_json() for b in self.boundaries], "notes": self.notes}
 
@@ -178,7 +180,8 @@ def _unique_ids(func) -> list[str]:
     return [f"{b.var.name}#{k}" for k, b in enumerate(b for blk in func.body.blocks for b in blk.bindings)]
 
 
-def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=None, consts=None) -> FusionPlan:
+def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=None, consts=None,
+               precision: str | None = None) -> FusionPlan:
     import tvm
     from tvm import relax
 
@@ -190,7 +193,7 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
 
     strategy = get_strategy(fusion)
     spec = resolve_target(target)
-    prepared = prepare_model(model, shapes, consts)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
     mod, _, prov = import_to_relax(prepared)
     unfused = lower(mod, spec, get_strategy("none"))
     smod, params, _ = import_for(prepared, strategy)
@@ -337,7 +340,8 @@ def build_plan(model: str, target: str = "llvm", fusion: str = "tvm", shapes=Non
                          "weights); built as the fallback grouping")
     if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
         notes.append(f"strategy {strategy.name} fused nothing in this model")
-    return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes)
+    return FusionPlan(prepared.path, strategy.name, spec.key, groups, boundaries, unfused_count, notes,
+                      precision=prepared.precision)
 
 
 def _launched_vars(mod) -> list[str]:

@@ -9,6 +9,7 @@ No ONNX, ONNX Runtime, Relax frontend or MetaSchedule import happens here (a tes
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 
@@ -17,6 +18,40 @@ import numpy as np
 from .errors import TunerError
 from .package import LIBRARY, PARAMS, read_package
 from .target import host_cpu_flags, required_cpu_features
+
+
+# CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
+_OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
+
+
+def _mib(n) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
+
+
+def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str) -> TunerError | None:
+    """A clear error for an allocation failure on the device (None for any other error)."""
+    if not _OUT_OF_MEMORY.search(str(err)):
+        return None
+    need = manifest.get("memory") or {}
+    io_bytes = sum(_nbytes(t) for t in manifest.get("inputs", []) + manifest.get("outputs", []))
+    msg = f"{path}: out of memory on {'the GPU' if device.dlpack_device_type() == 2 else 'the host'} while {doing}"
+    if need:
+        msg += (f"; one inference needs about {_mib(need['weights_bytes'])} of weights, "
+                f"{_mib(need['intermediate_bytes'])} of intermediates and {_mib(io_bytes)} of inputs and outputs")
+    try:
+        total, free = device.total_global_memory, device.available_global_memory
+        if total:
+            msg += f"; the device has {_mib(total)}" + (f", {_mib(free)} free" if free is not None else "")
+    except Exception:  # not every device type reports its memory
+        pass
+    return TunerError(msg, "free device memory (other processes), or rebuild for smaller inputs (--input-shape)")
+
+
+def _nbytes(spec: dict) -> int:
+    try:
+        return int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize
+    except (TypeError, ValueError):
+        return 0
 
 
 def _configure_threads(manifest: dict) -> None:
@@ -43,7 +78,8 @@ class Model:
 
     def __repr__(self):
         return (f"<tuner.Model {os.path.basename(self.path)}: {self.manifest['model']['file']} for "
-                f"{self.manifest['target']['key']}, fusion={self.manifest['fusion']}, kernels={self.manifest['kernels']}>")
+                f"{self.manifest['target']['key']}, fusion={self.manifest['fusion']}, "
+                f"{self.manifest.get('precision', 'float32')}, kernels={self.manifest['kernels']}>")
 
     def _bind(self, args, kwargs) -> list[np.ndarray]:
         if len(args) > len(self.inputs):
@@ -74,11 +110,17 @@ class Model:
     def _to_device(self, arrays):
         import tvm
 
-        return [tvm.runtime.tensor(a, self._device) for a in arrays]
+        try:
+            return [tvm.runtime.tensor(a, self._device) for a in arrays]
+        except Exception as err:
+            raise out_of_memory(err, self.path, self.manifest, self._device, "copying the inputs") or err
 
     def _invoke(self, tensors):
         args = list(tensors) + (list(self._params) if self._params is not None else [])
-        return self._vm["main"](*args)
+        try:
+            return self._vm["main"](*args)
+        except Exception as err:
+            raise out_of_memory(err, self.path, self.manifest, self._device, "running the model") or err
 
     def _collect(self, result) -> dict[str, np.ndarray]:
         items = list(result) if not hasattr(result, "numpy") else [result]
@@ -202,5 +244,8 @@ def load(path: str, device: str | None = None) -> Model:
     params = None
     if PARAMS in members:
         loaded = tvm.runtime.load_param_dict(members[PARAMS])
-        params = [tvm.runtime.tensor(loaded[name].numpy(), dev) for name in manifest["param_names"]]
+        try:
+            params = [tvm.runtime.tensor(loaded[name].numpy(), dev) for name in manifest["param_names"]]
+        except Exception as err:
+            raise out_of_memory(err, path, manifest, dev, "loading the weights") or err
     return Model(path, manifest, vm, dev, params)

@@ -21,7 +21,7 @@ def quiet_tvm_logs(verbose: bool) -> None:
 
 def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm", knobs=None, db: str | None = None,
                resume: bool = False, shapes=None, consts=None, progress=None, verify: bool = True,
-               verbose: bool = False) -> dict:
+               verbose: bool = False, precision: str | None = None) -> dict:
     import numpy as np
 
     from .build import build_prepared, output_shapes_from_build, write_build
@@ -54,7 +54,7 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
                              "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY")
     check_writable(output)
     t0 = time.perf_counter()
-    prepared = prepare_model(model, shapes, consts)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
         open_database(db_dir, spec, create=True)  # refuse another target's folder before any work
@@ -62,7 +62,8 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
     fused = lower(mod, spec, strategy, params=params)
     result = tune(fused, spec, db_dir, knobs, resume, f"{prepared.name}-{prepared.sha256[:8]}", strategy.name,
                   progress=progress)
-    summary = {"model": model, "target": spec.key, "fusion": strategy.name, "db": db_dir, "stopped": result.stopped,
+    summary = {"model": model, "target": spec.key, "fusion": strategy.name, "precision": prepared.precision,
+               "db": db_dir, "stopped": result.stopped,
                "trials": result.trials_this_run, "trials_in_db": result.trials_total,
                "tune_seconds": round(result.wall_s, 1), "shared_workloads": result.shared_workloads,
                "tasks": [s.to_json() for s in result.tasks], "repairs": result.repairs, "package": None}

@@ -19,6 +19,10 @@ def add_target_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="auto", help=H.TARGET)
 
 
+def add_dtype_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="float32", metavar="{float32,float16}", help=H.DTYPE)
+
+
 def add_fusion_arg(p: argparse.ArgumentParser, default: str = "tvm") -> None:
     from ..fusion import known_strategies
 

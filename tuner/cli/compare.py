@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{H.PROG} compare", description=H.COMMANDS["compare"], epilog=H.COMPARE_EXIT)
     common.add_model_args(p)
     common.add_target_arg(p)
+    common.add_dtype_arg(p)
     p.add_argument("--fusion", default="none,tvm", help=H.COMPARE_FUSION.format(known=", ".join(known_strategies())))
     tuned = p.add_mutually_exclusive_group()
     tuned.add_argument("--db", metavar="DIR", help=H.COMPARE_DB)
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> int:
 
     con = common.console()
     doc = compare(args.model, args.output, target=args.target, fusion=args.fusion, db=args.db, trials=args.trials,
-                  ort=args.ort, repeat=args.repeat, shapes=shapes, consts=consts, force=args.force,
+                  ort=args.ort, repeat=args.repeat, shapes=shapes, consts=consts, precision=args.dtype, force=args.force,
                   peak_gflops=args.peak_gflops, peak_gbps=args.peak_gbps, log=con.print)
     con.print(f"wrote {args.output}/report.md, report.html, report.json, kernels.csv, variants.csv")
     failed = [n for n, v in doc["variants"].items() if v["status"] != "ok"]

@@ -12,6 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{H.PROG} compile", description=H.COMMANDS["compile"])
     common.add_model_args(p)
     common.add_target_arg(p)
+    common.add_dtype_arg(p)
     common.add_fusion_arg(p)
     p.add_argument("--db", help=H.DB)
     p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
@@ -25,7 +26,7 @@ def main(argv: list[str]) -> int:
     from ..build import compile_model
 
     result, manifest = compile_model(args.model, args.output, target=args.target, fusion=args.fusion, db=args.db,
-                                     shapes=shapes, consts=consts)
+                                     shapes=shapes, consts=consts, precision=args.dtype)
     summary = {"package": args.output, "target": manifest["target"]["key"], "fusion": manifest["fusion"],
                "kernels": manifest["kernels"], "build_seconds": manifest["build_seconds"],
                "timings": result.timings, "preparation": manifest["preparation"], "tuning_db": manifest["tuning_db"]}
@@ -40,5 +41,6 @@ def main(argv: list[str]) -> int:
         con.print(f"tuning db {db['path']}: {db['applied']} of {db['kernels']} kernels tuned"
                   + (f"; default schedules for: {', '.join(db['untuned'][:8])}" if db["untuned"] else ""))
     con.print(f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
+              f"{manifest['precision']}, "
               f"target={manifest['target']['key']}, built in {manifest['build_seconds']:.1f} s")
     return 0

@@ -18,6 +18,8 @@ INPUT_SHAPE = ("bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repea
 CONST = "freeze a scalar input to a constant, NAME=VALUE (e.g. sr=16000), so branches on it can be folded"
 TARGET = ("auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
           "GPU) or cuda:sm_XX")
+DTYPE = ("compute precision: float32 (as exported, default) or float16 (fp16 compute with fp32 accumulation in "
+         "matmul/conv; on CUDA this enables tensor cores). Verification against ONNX Runtime loosens to match")
 FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
 RPC = ("measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
        "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine")

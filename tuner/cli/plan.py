@@ -12,6 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{H.PROG} plan", description=H.COMMANDS["plan"])
     common.add_model_args(p)
     common.add_target_arg(p)
+    common.add_dtype_arg(p)
     common.add_fusion_arg(p)
     p.add_argument("--json", dest="json_file", metavar="FILE", help="write the plan as JSON ('-' for stdout)")
     p.add_argument("--svg", metavar="FILE", help="draw the ONNX graph with fused groups as boxes (needs Graphviz)")
@@ -24,7 +25,8 @@ def main(argv: list[str]) -> int:
     shapes, consts = common.parse_model_args(args)
     from ..plan import build_plan, render_svg
 
-    plan = build_plan(args.model, target=args.target, fusion=args.fusion, shapes=shapes, consts=consts)
+    plan = build_plan(args.model, target=args.target, fusion=args.fusion, shapes=shapes, consts=consts,
+                      precision=args.dtype)
     if args.json_file == "-":
         common.print_json(plan.to_json())
     else:
@@ -52,7 +54,7 @@ def render(plan) -> None:
     from ..plan import _human
 
     con = common.console()
-    t = Table(title=f"{plan.model}: fusion={plan.strategy}, target={plan.target}", title_justify="left")
+    t = Table(title=f"{plan.model}: fusion={plan.strategy}, {plan.precision}, target={plan.target}", title_justify="left")
     for col in ("#", "kernel", "ONNX nodes", "patterns", "in", "out", "kept on chip", "MFLOP"):
         t.add_column(col, justify="right" if col in ("#", "in", "out", "kept on chip", "MFLOP") else "left")
     for k, g in enumerate(plan.groups):

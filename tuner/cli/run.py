@@ -46,7 +46,8 @@ def render(result) -> None:
 
     con = common.console()
     lat = result["latency_ms"]
-    t = Table(title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, {result['kernels']} kernels, "
+    t = Table(title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, "
+                    f"{result['precision']}, {result['kernels']} kernels, "
                     f"{lat['runs']} runs)", title_justify="left")
     for col in ("mean", "median", "p90", "min", "max", "std"):
         t.add_column(col + " ms", justify="right")

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{H.PROG} tune-model", description=H.COMMANDS["tune-model"])
     common.add_model_args(p)
     common.add_target_arg(p)
+    common.add_dtype_arg(p)
     common.add_fusion_arg(p)
     p.add_argument("--trials", type=int, default=64,
                    help="total measured candidates for the whole model (all tasks together); the gradient task "
@@ -64,7 +65,7 @@ def main(argv: list[str]) -> int:
 
     quiet = args.quiet or args.json
     summary = tune_model(args.model, args.output, target=args.target, fusion=args.fusion, knobs=knobs, db=args.db,
-                         resume=args.resume, shapes=shapes, consts=consts, verify=not args.no_verify,
+                         resume=args.resume, shapes=shapes, consts=consts, precision=args.dtype, verify=not args.no_verify,
                          progress=None if quiet else _progress_printer(), verbose=args.verbose)
     if args.json:
         common.print_json(summary)

@@ -60,7 +60,7 @@ def prepare_output_dir(path: str, force: bool, dry_run: bool = False) -> None:
 def compare(model: str, output_dir: str, target: str = "auto", fusion: str | None = None, db: str | None = None,
             trials: int | None = None, ort: bool = False, repeat: int = 20, shapes=None, consts=None,
             force: bool = False, peak_gflops: float | None = None, peak_gbps: float | None = None,
-            log=print) -> dict:
+            log=print, precision: str | None = None) -> dict:
     from ..onnx_model import prepare_model
     from ..target import detect_gpu_arch, resolve_target
     from .report import write_report
@@ -85,7 +85,7 @@ def compare(model: str, output_dir: str, target: str = "auto", fusion: str | Non
     if spec.config.get("num-cores"):
         os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
     t_start = time.perf_counter()
-    prepared = prepare_model(model, shapes, consts)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
     prepare_output_dir(output_dir, force)
     log(f"compare {prepared.name} on {spec.key}: {', '.join(strategies)}"
         + (f", tuned with {trials} trials each" if trials else f", tuned from {db}" if db else ", untuned"))
@@ -152,9 +152,12 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
     """Verify every built variant against ONNX Runtime, then time them interleaved and profile kernels."""
     import tvm
 
+    from ..precision import get_precision
     from ..reference import compare_outputs, run_onnxruntime
-    from ..runtime import make_inputs
+    from ..runtime import make_inputs, out_of_memory
     from .timing import Runnable, interleaved_latency, kernel_profile
+
+    precision = get_precision(prepared.precision)
 
     dev = tvm.cuda(0) if spec.is_gpu else tvm.cpu(0)
     feed = make_inputs([{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype}
@@ -167,9 +170,10 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
         try:
             r = Runnable.from_build(v.name, v.build.executable, dev, [feed[i.name] for i in prepared.inputs])
             got = dict(zip([o.name for o in prepared.outputs], r.outputs()))
-            v.doc["verify"] = compare_outputs(got, reference)
+            v.doc["verify"] = compare_outputs(got, reference, rtol=precision.rtol, atol=precision.atol)
         except Exception as err:
-            v.status, v.error = "failed", f"run failed: {str(err).strip().splitlines()[-1]}"
+            oom = out_of_memory(err, v.name, {}, dev, "running it")
+            v.status, v.error = "failed", f"run failed: {oom.message if oom else str(err).strip().splitlines()[-1]}"
             continue
         if not v.doc["verify"]["ok"]:
             log(f"  {v.name}: outputs differ from ONNX Runtime (max rel err {v.doc['verify'].get('max_rel_err')})")
@@ -254,7 +258,7 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
     doc = {
         "model": {"file": prepared.path, "name": prepared.name, "sha256": prepared.sha256,
                   "inputs": {i.name: list(prepared.shapes[i.name]) for i in prepared.inputs}},
-        "target": spec.key, "tvm_version": tvm.__version__,
+        "target": spec.key, "precision": prepared.precision, "tvm_version": tvm.__version__,
         "strategies": strategies,
         "tuning": {"trials_per_variant": trials} if trials else {"shared_db": db} if db else None,
         "repeat": repeat, "measured": runs_here,

@@ -218,6 +218,23 @@ def _flops(func) -> float:
     return estimate(func)
 
 
+def memory_footprint(fused_mod, target) -> dict:
+    """What one inference holds on the device: weights (distinct constants) and planned intermediate storage.
+    Inputs and outputs come on top. Recorded in packages so an out-of-memory error can say what was needed."""
+    import tvm
+    from tvm import relax
+
+    constants = set()  # ObjectRefs hash by identity: a constant used twice counts once
+
+    def visit(expr):
+        if isinstance(expr, tvm.ir.expr.Constant):
+            constants.add(expr)
+
+    relax.analysis.post_order_visit(fused_mod["main"], visit)
+    planned, _ = _storage(fused_mod, target)
+    return {"weights_bytes": sum(nbytes(c.ty) for c in constants), "intermediate_bytes": planned}
+
+
 def _storage(fused_mod, target) -> tuple[int, int]:
     """(planned, unplanned) bytes of intermediate storage: StaticPlanBlockMemory's `alloc_storage` sizes,
     and the sum of every tensor it placed (what a planner-less runtime would hold)."""

@@ -142,6 +142,7 @@ def sections(doc, images: dict) -> list:
          ("p", "**" + doc["verdict"] + "**"),
          ("p", f"Model `{doc['model']['file']}` (sha256 {doc['model']['sha256'][:12]}), inputs "
                + ", ".join(f"{k} {v}" for k, v in doc["model"]["inputs"].items())
+               + (f", computed in {doc['precision']}" if doc.get("precision", "float32") != "float32" else "")
                + f". TVM {doc['tvm_version']}. Variants: {', '.join(doc['variants'])}. "
                + ("Tuned variants got " + str(doc["tuning"]["trials_per_variant"]) + " trials each."
                   if doc["tuning"] and "trials_per_variant" in doc["tuning"] else

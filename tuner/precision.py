@@ -1,0 +1,56 @@
+"""Compute precision: `--dtype`. What a precision does to the graph, and how close to ONNX Runtime it must stay.
+
+    float32   the model as exported (the default): nothing changes.
+    float16   Relax's ToMixedPrecision: matmul and conv read fp16 and accumulate in fp32, elementwise ops run in
+              fp16; inputs and outputs keep the model's dtypes. On CUDA this is what lets MetaSchedule's
+              tensor-core (WMMA) rules apply.
+
+bfloat16 is refused with a reason: TVM 0.27's ToMixedPrecision emits float16 only. A model exported in
+fp16/bf16 needs no flag; its kernels already compute in half precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import TunerError
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    rtol: float  # the comparison rule of tuner.reference, loosened to what the precision can keep
+    atol: float
+    description: str
+
+
+PRECISIONS = {
+    "float32": Precision("float32", rtol=1e-3, atol=1e-4, description="as exported"),
+    # fp16 keeps ~3 significant digits; errors grow with depth, so the bound scales with the output (atol term)
+    "float16": Precision("float16", rtol=2e-2, atol=2e-2,
+                         description="fp16 compute, fp32 accumulation in matmul/conv (ToMixedPrecision)"),
+}
+
+
+def get_precision(name: str | None) -> Precision:
+    name = (name or "float32").lower()
+    name = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}.get(name, name)
+    if name == "bfloat16":
+        raise TunerError("--dtype bfloat16: TVM 0.27's mixed-precision pass produces float16 only",
+                         "use --dtype float16, or export the model in bfloat16 (its kernels then compute in bf16)")
+    if name not in PRECISIONS:
+        raise TunerError(f"--dtype {name}: unknown precision", f"choose one of: {', '.join(PRECISIONS)}")
+    return PRECISIONS[name]
+
+
+def precision_pass(precision: Precision):
+    """The graph pass for a precision (None for float32). Runs on the imported graph, before any grouping."""
+    if precision.name == "float32":
+        return None
+    import tvm
+    from tvm import relax
+
+    # out_dtype is the accumulator of matmul/conv; fp32 keeps long reductions accurate. The pass casts a tensor
+    # once per consumer (q, k and v each cast the same input): CSE keeps one cast kernel per tensor.
+    return tvm.transform.Sequential([relax.transform.ToMixedPrecision(out_dtype="float32"),
+                                     relax.transform.EliminateCommonSubexpr()], name="Precision" + precision.name)
