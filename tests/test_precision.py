@@ -139,3 +139,33 @@ def test_tensor_core_record_builds_into_cuda_package(transformer, tmp_path):
     assert uses_tensor_cores(result.fused_mod)
     assert "wmma::mma_sync" in cuda_sources(result.executable)[0]
     assert manifest["device_code"]["arch"] == "sm_90"
+
+
+def test_clip_with_constant_bounds_imports_as_graph_ops():
+    """TVM's converter emits Clip as two TIR calls (maximum, minimum) that graph passes cannot see into, and that
+    broke ToMixedPrecision on PP-OCR. Constant float bounds import as Relax maximum/minimum; other cases keep the
+    converter."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tuner.frontend import import_to_relax
+    from tuner.onnx_model import prepare_model
+
+    def clip_model(dtype, lo, hi):
+        np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+        inits = [numpy_helper.from_array(np.array(lo, np_dtype), "lo"),
+                 numpy_helper.from_array(np.array(hi, np_dtype), "hi")]
+        g = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")], "clip",
+                              [helper.make_tensor_value_info("x", dtype, [2, 3])],
+                              [helper.make_tensor_value_info("y", dtype, [2, 3])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    def main_ops(model):
+        mod, _, _ = import_to_relax(prepare_model(model))
+        ops = [getattr(getattr(b.value, "op", None), "name", None) for blk in mod["main"].body.blocks for b in blk.bindings]
+        return [str(op) for op in ops if op]
+
+    assert main_ops(clip_model(TensorProto.FLOAT, 0.0, 6.0)) == ["relax.maximum", "relax.minimum"]
+    assert main_ops(clip_model(TensorProto.FLOAT, -np.inf, 6.0)) == ["relax.minimum"]
+    assert "relax.call_tir" in main_ops(clip_model(TensorProto.FLOAT, np.nan, 6.0))  # NaN bound: the converter
+    assert main_ops(clip_model(TensorProto.INT8, 0, 6)) == ["relax.call_tir"] * 2

@@ -130,7 +130,9 @@ def _make_importer_class():
                     ) from err
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            sym = super()._convert_operator(op_name, inputs, attrs, opset)
+            sym = _clip_as_op(inputs, attrs, opset) if op_name == "Clip" else None
+            if sym is None:
+                sym = super()._convert_operator(op_name, inputs, attrs, opset)
             ref = self.current_node
             if ref is not None and isinstance(sym, relax.Call):
                 # Bind the node's result (and any nested calls) under its own name, so it is traceable after
@@ -149,6 +151,41 @@ def _make_importer_class():
             return expr
 
     return ProvenanceImporter
+
+
+def _clip_as_op(inputs, attrs, opset):
+    """Clip with constant bounds as Relax's maximum/minimum against scalar constants. TVM's converter emits them as
+    TIR calls (call_te), which graph passes cannot see into: ToMixedPrecision fails on them once their input is
+    fp16 (PP-OCR with --dtype float16), and so does Relax's `clip` op (its bounds are not tensors).
+    min(max(x, lo), hi) is ONNX's own definition, lo > hi included. None (the converter handles it) for
+    non-float inputs, bounds that are not constants, NaN bounds and a Clip without bounds."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    dtype = str(getattr(inputs[0].ty, "dtype", ""))
+    if not dtype.startswith(("float", "bfloat")):
+        return None
+    if opset < 11:
+        bounds = [attrs.get("min"), attrs.get("max")]
+    else:
+        bounds = []
+        for b in (list(inputs) + [None, None])[1:3]:
+            if b is None:
+                bounds.append(None)
+            elif isinstance(b, tvm.ir.expr.Constant) and b.value.numpy().size == 1:
+                bounds.append(float(b.value.numpy().reshape(())))
+            else:
+                return None
+    if all(b is None or np.isinf(b) for b in bounds) or any(b is not None and np.isnan(b) for b in bounds):
+        return None
+    lo, hi = bounds
+    out = inputs[0]
+    if lo is not None and not np.isinf(lo):
+        out = relax.op.maximum(out, relax.const(lo, dtype))
+    if hi is not None and not np.isinf(hi):
+        out = relax.op.minimum(out, relax.const(hi, dtype))
+    return out
 
 
 def _hint_for(op: str, msg: str) -> str:
