@@ -78,10 +78,10 @@ def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
     if target_spec.is_gpu:
         fused = schedule_for_gpu(fused, target_spec)
     config = {}
-    if target_spec.is_gpu and db_info and db_info.get("applied"):
+    if target_spec.is_gpu:
         from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
 
-        config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}
+        config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}  # tuned or dlight WMMA kernels
     t0 = time.perf_counter()
     try:
         with tvm.transform.PassContext(opt_level=3, config=config):
