@@ -51,6 +51,19 @@ def _environment(target: str) -> dict:
     return env
 
 
+def _build_candidates(model: str, target: str, shapes, precision: str | None = None) -> list[dict]:
+    """Tuning candidates of the model's heaviest kernel, sampled and built (tuner.tuning.build_candidates)."""
+    from tuner.fusion import get_strategy
+    from tuner.lowering import import_for, lower
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+    from tuner.tuning import build_candidates
+
+    spec, strategy = resolve_target(target), get_strategy("tvm")
+    mod, params, _ = import_for(prepare_model(model, shapes, None, precision=precision), strategy)
+    return build_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs=2, help="two ONNX models (static shapes, or use --input-shape NAME:DIMS)")
@@ -136,15 +149,7 @@ def main(argv=None) -> int:
     else:
         def tuning_candidates():
             # what tuning does before measuring: design spaces, sampled candidates, built and thread-bound
-            from tuner.fusion import get_strategy
-            from tuner.lowering import import_for, lower
-            from tuner.onnx_model import prepare_model
-            from tuner.target import resolve_target
-            from tuner.tuning import build_candidates
-
-            spec, strategy = resolve_target(args.target), get_strategy("tvm")
-            mod, params, _ = import_for(prepare_model(first, shapes, None), strategy)
-            tasks = build_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
+            tasks = _build_candidates(first, args.target, shapes)
             if not tasks or any(t["built"] < t["candidates"] or t["thread_bound"] < t["candidates"] for t in tasks):
                 raise RuntimeError(f"CUDA tuning candidates failed to build or are not thread-bound: {tasks}")
             return {"tasks": tasks}
@@ -160,15 +165,7 @@ def main(argv=None) -> int:
         result, manifest = compile_model(second, pkg, target=args.target, shapes=shapes, precision="float16")
         out = {"kernels": manifest["kernels"], "precision": manifest["precision"]}
         if args.build_only:
-            from tuner.fusion import get_strategy
-            from tuner.lowering import import_for, lower
-            from tuner.onnx_model import prepare_model
-            from tuner.target import resolve_target
-            from tuner.tuning import build_candidates
-
-            spec, strategy = resolve_target(args.target), get_strategy("tvm")
-            mod, params, _ = import_for(prepare_model(second, shapes, None, precision="float16"), strategy)
-            tasks = build_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
+            tasks = _build_candidates(second, args.target, shapes, precision="float16")
             if not tasks or any(t["built"] < t["candidates"] or not t["tensor_core"] for t in tasks):
                 raise RuntimeError(f"fp16 tensor-core candidates missing or failed to build: {tasks}")
             return {**out, "tasks": tasks}
