@@ -3,7 +3,7 @@
 
     python scripts/bench_precision.py [--target llvm] [--fusion tvm] [--repeat 30] [--json out.json] NAME ...
 
-NAME: a synthetic model (cnn, transformer, mlp) or a real one from tuner.zoo. For each: kernels, the error
+NAME: a synthetic model (cnn, transformer, mlp) or a real one from devtools.zoo. For each: kernels, the error
 against ONNX Runtime in each precision, and interleaved latency (median, p10-p90) with the fp16/fp32 ratio.
 On a CPU without native fp16 arithmetic (AVX2) expect fp16 to be slower: every fp16 op converts; on a GPU the
 matmuls can use tensor cores.
@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tuner.zoo import MODELS_DIR, REAL_MODELS  # noqa: E402
+from devtools.zoo import MODELS_DIR, REAL_MODELS  # noqa: E402
 
 SYNTHETIC = {"cnn": {}, "transformer": {}, "mlp": {"x": (16, 32)}}
 
@@ -53,15 +53,16 @@ def bench(name, target, fusion, repeat) -> dict:
         result = build_prepared(prepared, spec, get_strategy(fusion))
         output_shapes_from_build(result)
         if feed is None:
-            feed = make_inputs([{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype}
-                                for i in prepared.inputs])
+            feed = make_inputs(
+                [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+            )
             reference = run_onnxruntime(prepared.model, feed)
         r = Runnable.from_build(precision, result.executable, dev, [feed[i.name] for i in prepared.inputs])
         tol = get_precision(precision)
-        check = compare_outputs(dict(zip([o.name for o in prepared.outputs], r.outputs())), reference,
-                                rtol=tol.rtol, atol=tol.atol)
-        row[precision] = {"kernels": result.num_kernels, "verify_ok": check["ok"],
-                          "max_rel_err": check["max_rel_err"]}
+        check = compare_outputs(
+            dict(zip([o.name for o in prepared.outputs], r.outputs())), reference, rtol=tol.rtol, atol=tol.atol
+        )
+        row[precision] = {"kernels": result.num_kernels, "verify_ok": check["ok"], "max_rel_err": check["max_rel_err"]}
         runnables.append(r)
     lat = interleaved_latency(runnables, repeat=repeat)
     for p in ("float32", "float16"):
@@ -87,8 +88,11 @@ def main(argv=None) -> int:
         rows.append(row)
         a, b = row["float32"], row["float16"]
         ok = "" if a["verify_ok"] and b["verify_ok"] else " (verify FAILED)"
-        print(f"| {name} | {a['kernels']} → {b['kernels']} | {a['max_rel_err']:.1e} / {b['max_rel_err']:.1e}{ok} | "
-              f"{a['median_ms']:.3f} | {b['median_ms']:.3f} | {row['fp16_over_fp32']:.2f}× |", flush=True)
+        print(
+            f"| {name} | {a['kernels']} → {b['kernels']} | {a['max_rel_err']:.1e} / {b['max_rel_err']:.1e}{ok} | "
+            f"{a['median_ms']:.3f} | {b['median_ms']:.3f} | {row['fp16_over_fp32']:.2f}× |",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

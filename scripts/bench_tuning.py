@@ -38,10 +38,10 @@ def ort_latency(path, feed, threads, repeat=20):
 
 
 def main(argv=None) -> int:
+    from devtools.zoo import REAL_MODELS
+    from tuner.interface.tune_model import tune_model
     from tuner.runtime import load
-    from tuner.tune_model import tune_model
     from tuner.tuning import Knobs
-    from tuner.zoo import REAL_MODELS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=["magika", "minilm_l3"])
@@ -58,13 +58,29 @@ def main(argv=None) -> int:
         pkg = os.path.join(args.out, f"{name}.ftpkg")
         for trials in [int(x) for x in args.steps.split(",")]:
             t0 = time.time()
-            s = tune_model(m.path, pkg, target=args.target, knobs=Knobs(trials=trials, seed=0), db=db, resume=True,
-                           shapes=m.shapes, consts=m.consts, verify=False)
+            s = tune_model(
+                m.path,
+                pkg,
+                target=args.target,
+                knobs=Knobs(trials=trials, seed=0),
+                db=db,
+                resume=True,
+                shapes=m.shapes,
+                consts=m.consts,
+                verify=False,
+            )
             feed = load(pkg).random_inputs()
             ort_ms = ort_latency(m.path, feed, threads)
-            row = {"model": name, "trials": s["trials_in_db"], "untuned_ms": s["latency_ms"]["untuned"],
-                   "tuned_ms": s["latency_ms"]["tuned"], "ort_ms": ort_ms, "applied": s["applied"],
-                   "kernels": s["kernels"], "step_seconds": round(time.time() - t0, 1)}
+            row = {
+                "model": name,
+                "trials": s["trials_in_db"],
+                "untuned_ms": s["latency_ms"]["untuned"],
+                "tuned_ms": s["latency_ms"]["tuned"],
+                "ort_ms": ort_ms,
+                "applied": s["applied"],
+                "kernels": s["kernels"],
+                "step_seconds": round(time.time() - t0, 1),
+            }
             rows.append(row)
             print(row, flush=True)
     with open(os.path.join(args.out, "bench.csv"), "w", newline="") as f:
@@ -79,8 +95,12 @@ def main(argv=None) -> int:
     fig, axes = plt.subplots(1, len(args.names), figsize=(5 * len(args.names), 4), squeeze=False)
     for ax, name in zip(axes[0], args.names):
         r = [x for x in rows if x["model"] == name]
-        ax.plot([0] + [x["trials"] for x in r], [r[0]["untuned_ms"]] + [x["tuned_ms"] for x in r], "o-",
-                label="fusion-tuner (tvm fusion)")
+        ax.plot(
+            [0] + [x["trials"] for x in r],
+            [r[0]["untuned_ms"]] + [x["tuned_ms"] for x in r],
+            "o-",
+            label="fusion-tuner (tvm fusion)",
+        )
         ax.axhline(sum(x["ort_ms"] for x in r) / len(r), color="gray", ls="--", label="ONNX Runtime")
         ax.set_yscale("log")
         ax.set_xlabel("trials (whole model)")

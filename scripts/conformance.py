@@ -49,7 +49,7 @@ def worker(names_file: str, out_file: str, with_ort: bool) -> None:
     import warnings
 
     warnings.simplefilter("ignore")
-    from tuner.conformance import collect_cases, run_case
+    from devtools.conformance import collect_cases, run_case
 
     names = json.load(open(names_file))
     done = set()
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     import warnings
 
     warnings.simplefilter("ignore")
-    from tuner.conformance import case_op, collect_cases
+    from devtools.conformance import case_op, collect_cases
 
     t0 = time.time()
     cases = collect_cases(set(args.only.split(",")) if args.only else None)
@@ -94,15 +94,21 @@ def main(argv=None) -> int:
     if os.path.exists(out_file):
         os.unlink(out_file)
     while True:
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", names_file, out_file] + (["--no-ort"] if args.no_ort else [])
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", names_file, out_file] + (
+            ["--no-ort"] if args.no_ort else []
+        )
         subprocess.run(cmd, cwd=ROOT)
         lines = [json.loads(line) for line in open(out_file) if line.strip()]
         finished = {x["name"] for x in lines if "status" in x}
         started = [x["name"] for x in lines if x.get("started") and x["name"] not in finished]
         for name in started:  # the worker died on it
             with open(out_file, "a") as f:
-                f.write(json.dumps({"name": name, "op": ops.get(name, "?"), "status": "fail", "detail": "crash",
-                                    "ort": "?"}) + "\n")
+                f.write(
+                    json.dumps(
+                        {"name": name, "op": ops.get(name, "?"), "status": "fail", "detail": "crash", "ort": "?"}
+                    )
+                    + "\n"
+                )
         finished |= set(started)
         if len(finished) >= len(cases):
             break

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None) -> int:
+    from devtools.zoo import REAL_MODELS
     from tuner.compare.driver import compare
-    from tuner.zoo import REAL_MODELS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="+", choices=sorted(REAL_MODELS))
@@ -31,8 +31,18 @@ def main(argv=None) -> int:
             print(f"{m.path} missing: run python scripts/fetch_models.py {name}", file=sys.stderr)
             return 2
         out = os.path.join(args.output, name + (f"-tuned{args.trials}" if args.trials else ""))
-        compare(m.path, out, target="llvm", fusion=args.fusion, trials=args.trials, ort=True, repeat=args.repeat,
-                shapes=m.shapes, consts=m.consts, force=True)
+        compare(
+            m.path,
+            out,
+            target="llvm",
+            fusion=args.fusion,
+            trials=args.trials,
+            ort=True,
+            repeat=args.repeat,
+            shapes=m.shapes,
+            consts=m.consts,
+            force=True,
+        )
         print(f"wrote {out}/report.md")
     return 0
 

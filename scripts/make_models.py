@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Build the small synthetic models into models/ with onnx.helper (seeded, so files are reproducible).
 
-  cnn.onnx          Conv-BN-ReLU blocks, a residual Add, MaxPool, Conv-BN-Clip(ReLU6), GAP, Gemm, Softmax
-  transformer.onnx  one encoder block: Q/K/V MatMuls, attention (QK^T * scale + mask -> Softmax -> V),
-                    residual Add + LayerNorm (decomposed, as older exporters write it), FFN with Erf-GELU
-  mlp.onnx          Gemm+ReLU, Gemm+SiLU, Gemm; dynamic batch dim (needs --input-shape x:BxK)
+cnn.onnx          Conv-BN-ReLU blocks, a residual Add, MaxPool, Conv-BN-Clip(ReLU6), GAP, Gemm, Softmax
+transformer.onnx  one encoder block: Q/K/V MatMuls, attention (QK^T * scale + mask -> Softmax -> V),
+                  residual Add + LayerNorm (decomposed, as older exporters write it), FFN with Erf-GELU
+mlp.onnx          Gemm+ReLU, Gemm+SiLU, Gemm; dynamic batch dim (needs --input-shape x:BxK)
 """
 
 from __future__ import annotations
@@ -76,8 +76,11 @@ def make_cnn() -> onnx.ModelProto:
     y = g.op("Gemm", [y, g.weight("fc.w", (10, 32)), g.weight("fc.b", (10,), 0.1)], name="fc", transB=1)
     y = g.op("Softmax", [y], name="softmax", axis=-1)
     g.nodes[-1].output[0] = "probs"
-    return g.model("cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
-                   [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])])
+    return g.model(
+        "cnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, 10])],
+    )
 
 
 def layer_norm(g, x, d, name):
@@ -85,11 +88,20 @@ def layer_norm(g, x, d, name):
     xc = g.op("Sub", [x, mean], name=f"{name}/center")
     sq = g.op("Pow", [xc, g.const(f"{name}.two", np.float32(2))], name=f"{name}/square")
     var = g.op("ReduceMean", [sq], name=f"{name}/var", axes=[-1], keepdims=1)
-    std = g.op("Sqrt", [g.op("Add", [var, g.const(f"{name}.eps", np.float32(1e-5))], name=f"{name}/add_eps")],
-               name=f"{name}/sqrt")
+    std = g.op(
+        "Sqrt",
+        [g.op("Add", [var, g.const(f"{name}.eps", np.float32(1e-5))], name=f"{name}/add_eps")],
+        name=f"{name}/sqrt",
+    )
     y = g.op("Div", [xc, std], name=f"{name}/normalize")
-    y = g.op("Mul", [y, g.const(f"{name}.gamma", (1 + 0.1 * g.rng.standard_normal(d)).astype(np.float32))], name=f"{name}/scale")
-    return g.op("Add", [y, g.const(f"{name}.beta", (0.1 * g.rng.standard_normal(d)).astype(np.float32))], name=f"{name}/shift")
+    y = g.op(
+        "Mul",
+        [y, g.const(f"{name}.gamma", (1 + 0.1 * g.rng.standard_normal(d)).astype(np.float32))],
+        name=f"{name}/scale",
+    )
+    return g.op(
+        "Add", [y, g.const(f"{name}.beta", (0.1 * g.rng.standard_normal(d)).astype(np.float32))], name=f"{name}/shift"
+    )
 
 
 def make_transformer(seq=16, d=64, heads=4, ffn=128) -> onnx.ModelProto:
@@ -118,17 +130,23 @@ def make_transformer(seq=16, d=64, heads=4, ffn=128) -> onnx.ModelProto:
     h = layer_norm(g, g.op("Add", [x, o], name="attn/residual"), d, "ln1")
     f = g.op("MatMul", [h, g.weight("ffn1.w", (d, ffn))], name="ffn/fc1/matmul")
     f = g.op("Add", [f, g.weight("ffn1.b", (ffn,), 0.1)], name="ffn/fc1/bias")
-    e = g.op("Erf", [g.op("Div", [f, g.const("sqrt2", np.float32(np.sqrt(2)))], name="ffn/gelu/div")], name="ffn/gelu/erf")
+    e = g.op(
+        "Erf", [g.op("Div", [f, g.const("sqrt2", np.float32(np.sqrt(2)))], name="ffn/gelu/div")], name="ffn/gelu/erf"
+    )
     e = g.op("Add", [e, g.const("one", np.float32(1))], name="ffn/gelu/add")
     f = g.op("Mul", [g.op("Mul", [f, e], name="ffn/gelu/mul"), g.const("half", np.float32(0.5))], name="ffn/gelu/half")
     f = g.op("MatMul", [f, g.weight("ffn2.w", (ffn, d))], name="ffn/fc2/matmul")
     f = g.op("Add", [f, g.weight("ffn2.b", (d,), 0.1)], name="ffn/fc2/bias")
-    y = layer_norm(g, g.op("Add", [h, f], name="ffn/residual"), d, "ln2")
+    layer_norm(g, g.op("Add", [h, f], name="ffn/residual"), d, "ln2")
     g.nodes[-1].output[0] = "y"
-    return g.model("transformer",
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, d]),
-                    helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, seq, seq])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, d])])
+    return g.model(
+        "transformer",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, d]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, seq, seq]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, d])],
+    )
 
 
 def make_mlp() -> onnx.ModelProto:
@@ -139,8 +157,11 @@ def make_mlp() -> onnx.ModelProto:
     y = g.op("Mul", [y, g.op("Sigmoid", [y], name="fc2/silu/sigmoid")], name="fc2/silu/mul")
     y = g.op("Gemm", [y, g.weight("fc3.w", (10, 64)), g.weight("fc3.b", (10,), 0.1)], name="fc3", transB=1)
     g.nodes[-1].output[0] = "logits"
-    return g.model("mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
-                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])])
+    return g.model(
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+    )
 
 
 MODELS = {"cnn": make_cnn, "transformer": make_transformer, "mlp": make_mlp}

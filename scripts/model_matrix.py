@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tuner.zoo import MODELS_DIR, REAL_MODELS, light_models  # noqa: E402
+from devtools.zoo import MODELS_DIR, REAL_MODELS, light_models  # noqa: E402
 
 SYNTHETIC = {"cnn": {}, "transformer": {}, "mlp": {"x": (4, 32)}}
 
@@ -33,15 +33,18 @@ def all_models():
 
 
 def run_one(name, path, shapes, consts, fusions, target, repeat):
-    from tuner.build import compile_model
-    from tuner.check import check_model
     from tuner.errors import TunerError
-    from tuner.inference import run_package
+    from tuner.interface.check import check_model
+    from tuner.interface.compile import compile_model
+    from tuner.interface.run import run_package
 
     row = {"model": name, "check": None, "variants": {}}
     report = check_model(path, shapes, consts)
-    row["check"] = "buildable" if report.buildable else "; ".join(
-        [f"{u['op']}: {u['reason']}" for u in report.unsupported] + report.problems)
+    row["check"] = (
+        "buildable"
+        if report.buildable
+        else "; ".join([f"{u['op']}: {u['reason']}" for u in report.unsupported] + report.problems)
+    )
     row["nodes"] = sum(report.ops.values())
     if not report.buildable:
         return row
@@ -55,10 +58,14 @@ def run_one(name, path, shapes, consts, fusions, target, repeat):
                 t0 = time.perf_counter()
                 run = run_package(pkg, verify=path, repeat=repeat, warmup=1)
                 row["variants"][fusion] = {
-                    "kernels": manifest["kernels"], "compile_s": round(compile_s, 1),
+                    "kernels": manifest["kernels"],
+                    "compile_s": round(compile_s, 1),
                     "run_verify_s": round(time.perf_counter() - t0, 1),
-                    "median_ms": round(run["latency_ms"]["median"], 2), "ok": run["verify"]["ok"],
-                    "max_abs_err": run["verify"]["max_abs_err"], "max_rel_err": run["verify"]["max_rel_err"]}
+                    "median_ms": round(run["latency_ms"]["median"], 2),
+                    "ok": run["verify"]["ok"],
+                    "max_abs_err": run["verify"]["max_abs_err"],
+                    "max_rel_err": run["verify"]["max_rel_err"],
+                }
             except TunerError as err:
                 row["variants"][fusion] = {"error": str(err)}
             except Exception as err:  # a compiler bug in one variant: record it, keep going

@@ -36,7 +36,7 @@ def mlp(models_dir):
 
 @pytest.fixture(scope="session")
 def cnn_package(cnn, tmp_path_factory):
-    from tuner.build import compile_model
+    from tuner.interface.compile import compile_model
 
     out = str(tmp_path_factory.mktemp("pkg") / "cnn.ftpkg")
     compile_model(cnn, out, target="llvm", fusion="tvm")
@@ -45,11 +45,17 @@ def cnn_package(cnn, tmp_path_factory):
 
 def run_cli(*args, env=None, timeout=600):
     """Run the real console entry point in a fresh process; returns CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "tuner.cli.main", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def light(name):
-    from tuner.zoo import light_models_dir
+    from devtools.zoo import light_models_dir
 
     return os.path.join(light_models_dir(), f"light_{name}.onnx")

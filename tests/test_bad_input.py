@@ -10,9 +10,9 @@ import zipfile
 import numpy as np
 import onnx
 import pytest
+from conftest import ROOT, run_cli
 from onnx import TensorProto, helper
 
-from conftest import ROOT, run_cli
 from tuner.errors import TunerError
 
 
@@ -43,9 +43,12 @@ def test_truncated_protobuf(cnn, tmp_path):
 
 def test_checker_failure(tmp_path):
     node = helper.make_node("Relu", ["x"], ["y"], name="r")
-    g = helper.make_graph([node, helper.make_node("Relu", ["y"], ["y"], name="dup")], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    g = helper.make_graph(
+        [node, helper.make_node("Relu", ["y"], ["y"], name="dup")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
     p = tmp_path / "bad.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
     assert_clean_error(run_cli("check", str(p)), "fails onnx.checker")
@@ -60,21 +63,37 @@ def test_unsupported_ops_compile_lists_nodes(tmp_path):
 
 
 def test_dynamic_dims_without_input_shape(mlp, tmp_path):
-    assert_clean_error(run_cli("compile", mlp, "-o", str(tmp_path / "o.ftpkg"), "--target", "llvm"),
-                       "dynamic dimensions need --input-shape", "x:1x32")
+    assert_clean_error(
+        run_cli("compile", mlp, "-o", str(tmp_path / "o.ftpkg"), "--target", "llvm"),
+        "dynamic dimensions need --input-shape",
+        "x:1x32",
+    )
 
 
 def test_input_shape_naming_no_input(cnn, tmp_path):
-    assert_clean_error(run_cli("compile", cnn, "--input-shape", "image:1x3x32x32", "-o", str(tmp_path / "o.ftpkg"),
-                               "--target", "llvm"), "no input named 'image'", "input: float32[1x3x32x32]")
+    assert_clean_error(
+        run_cli(
+            "compile", cnn, "--input-shape", "image:1x3x32x32", "-o", str(tmp_path / "o.ftpkg"), "--target", "llvm"
+        ),
+        "no input named 'image'",
+        "input: float32[1x3x32x32]",
+    )
     assert_clean_error(run_cli("check", cnn, "--input-shape", "image:1x3x32x32"), "no input named 'image'")
 
 
 def test_unknown_target_and_fusion(cnn, tmp_path):
     assert_clean_error(run_cli("compile", cnn, "--target", "tpu", "-o", str(tmp_path / "o")), "unknown target 'tpu'")
     assert_clean_error(run_cli("compile", cnn, "--target", "cuda:90", "-o", str(tmp_path / "o")), "not a CUDA arch")
-    assert_clean_error(run_cli("compile", cnn, "--fusion", "magic", "-o", str(tmp_path / "o")),
-                       "unknown fusion strategy", "known strategies:", "none", "tvm", "patterns", "cost", "horizontal")
+    assert_clean_error(
+        run_cli("compile", cnn, "--fusion", "magic", "-o", str(tmp_path / "o")),
+        "unknown fusion strategy",
+        "known strategies:",
+        "none",
+        "tvm",
+        "patterns",
+        "cost",
+        "horizontal",
+    )
 
 
 def test_cuda_without_toolchain(monkeypatch):
@@ -94,8 +113,9 @@ def test_cuda_without_arch_or_gpu(monkeypatch):
 
 
 def test_unwritable_output(cnn, tmp_path):
-    assert_clean_error(run_cli("compile", cnn, "--target", "llvm", "-o", str(tmp_path / "no" / "dir" / "o.ftpkg")),
-                       "does not exist")
+    assert_clean_error(
+        run_cli("compile", cnn, "--target", "llvm", "-o", str(tmp_path / "no" / "dir" / "o.ftpkg")), "does not exist"
+    )
     ro = tmp_path / "ro"
     ro.mkdir()
     os.chmod(ro, 0o500)
@@ -159,8 +179,7 @@ def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path):
     def other_tvm(m):
         m["tvm_version"] = "0.19.0"
 
-    assert_clean_error(run_cli("run", _rewrite(cnn_package, tmp_path / "a.ftpkg", other_tvm)),
-                       "built with TVM 0.19.0")
+    assert_clean_error(run_cli("run", _rewrite(cnn_package, tmp_path / "a.ftpkg", other_tvm)), "built with TVM 0.19.0")
 
     def cuda(m):
         m["target"] = {"kind": "cuda", "config": {"kind": "cuda", "arch": "sm_90"}, "key": "cuda-sm_90"}
@@ -181,7 +200,9 @@ def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path):
 
 
 def test_verify_against_another_model(cnn_package, transformer):
-    assert_clean_error(run_cli("run", cnn_package, "--verify", transformer), "not the model this package was built from")
+    assert_clean_error(
+        run_cli("run", cnn_package, "--verify", transformer), "not the model this package was built from"
+    )
 
 
 def test_failed_build_leaves_nothing(tmp_path, cnn):
@@ -208,7 +229,7 @@ def test_out_of_memory_is_a_clear_error(mlp, tmp_path):
         import re, resource
         import tuner
         from tuner.errors import TunerError
-        from tuner.inference import save_npz_atomic
+        from tuner.interface.run import save_npz_atomic
         m = tuner.load({pkg!r})
         x = m.random_inputs()
         mapped = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
@@ -219,8 +240,16 @@ def test_out_of_memory_is_a_clear_error(mlp, tmp_path):
         except TunerError as err:
             print("TunerError:", err)
     """)
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env={**os.environ, "TVM_NUM_THREADS": "1"})
-    assert "TunerError: " in r.stdout and "out of memory on the host while running the model" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "TVM_NUM_THREADS": "1"},
+    )
+    assert "TunerError: " in r.stdout and "out of memory on the host while running the model" in r.stdout, (
+        r.stdout + r.stderr
+    )
     assert "512.0 MiB of intermediates" in r.stdout and "hint:" in r.stdout
     assert not (tmp_path / "out.npz").exists()

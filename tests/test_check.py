@@ -2,10 +2,10 @@ import json
 
 import numpy as np
 import onnx
+from conftest import light, run_cli
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import light, run_cli
-from tuner.check import check_model
+from tuner.interface.check import check_model
 
 
 def _save(model, path):
@@ -18,15 +18,24 @@ def lstm_in_if_model(path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])
     flag = helper.make_tensor_value_info("flag", TensorProto.BOOL, [])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])
-    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
-                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4, 8])])
+    then_g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"], name="then_relu")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4, 8])],
+    )
     w = numpy_helper.from_array(np.zeros((1, 32, 8), np.float32), "W")
     r = numpy_helper.from_array(np.zeros((1, 32, 8), np.float32), "R")
     else_g = helper.make_graph(
-        [helper.make_node("LSTM", ["x", "W", "R"], ["e4"], name="rnn/LSTM", hidden_size=8),
-         helper.make_node("Squeeze", ["e4", "axes1"], ["e"], name="rnn/squeeze")],
-        "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4, 8])],
-        [w, r, numpy_helper.from_array(np.array([1], np.int64), "axes1")])
+        [
+            helper.make_node("LSTM", ["x", "W", "R"], ["e4"], name="rnn/LSTM", hidden_size=8),
+            helper.make_node("Squeeze", ["e4", "axes1"], ["e"], name="rnn/squeeze"),
+        ],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4, 8])],
+        [w, r, numpy_helper.from_array(np.array([1], np.int64), "axes1")],
+    )
     node = helper.make_node("If", ["flag"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)
     graph = helper.make_graph([node], "g", [x, flag], [y])
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -74,17 +83,23 @@ def test_shape_subgraph_is_folded(tmp_path):
     # Shape -> Gather -> Concat -> Reshape: TVM's importer rejects it unfolded.
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2, 3])
-    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
-             helper.make_node("Gather", ["s", "zero"], ["n0"], name="gather", axis=0),
-             helper.make_node("Unsqueeze", ["n0", "zero1"], ["n1"], name="unsq"),
-             helper.make_node("Concat", ["n1", "tail"], ["newshape"], name="concat", axis=0),
-             helper.make_node("Reshape", ["x", "newshape"], ["r"], name="reshape"),
-             helper.make_node("Relu", ["r"], ["y"], name="relu")]
-    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
-             numpy_helper.from_array(np.array([0], np.int64), "zero1"),
-             numpy_helper.from_array(np.array([2, 3], np.int64), "tail")]
-    path = _save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
-                                   opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "reshape.onnx")
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n0"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n0", "zero1"], ["n1"], name="unsq"),
+        helper.make_node("Concat", ["n1", "tail"], ["newshape"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "newshape"], ["r"], name="reshape"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array([0], np.int64), "zero1"),
+        numpy_helper.from_array(np.array([2, 3], np.int64), "tail"),
+    ]
+    path = _save(
+        helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]),
+        tmp_path / "reshape.onnx",
+    )
     rep = check_model(path, {"x": (2, 6)})
     assert rep.buildable, rep.to_json()
     assert rep.folded.get("Shape") == 1 and "Relu" not in rep.folded

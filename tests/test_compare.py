@@ -19,11 +19,20 @@ def _elementwise_chain(path):
     from onnx import TensorProto, helper
 
     c = helper.make_tensor("c", TensorProto.FLOAT, [], [0.5])
-    nodes = [helper.make_node("Add", ["x", "c"], ["a"], name="add"), helper.make_node("Relu", ["a"], ["r"], name="relu"),
-             helper.make_node("Mul", ["r", "c"], ["m"], name="mul"), helper.make_node("Sigmoid", ["m"], ["s"], name="sig"),
-             helper.make_node("Tanh", ["s"], ["y"], name="tanh")]
-    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], [c])
+    nodes = [
+        helper.make_node("Add", ["x", "c"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["r"], name="relu"),
+        helper.make_node("Mul", ["r", "c"], ["m"], name="mul"),
+        helper.make_node("Sigmoid", ["m"], ["s"], name="sig"),
+        helper.make_node("Tanh", ["s"], ["y"], name="tanh"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)],
+        [c],
+    )
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -80,8 +89,17 @@ def test_all_files_written(chain_report):
     import pandas as pd
 
     doc, out = chain_report
-    for f in ("report.md", "report.html", "report.json", "kernels.csv", "variants.csv", "latency.png",
-              "roofline.png", "traffic_launches.png", "kernel_time.png"):
+    for f in (
+        "report.md",
+        "report.html",
+        "report.json",
+        "kernels.csv",
+        "variants.csv",
+        "latency.png",
+        "roofline.png",
+        "traffic_launches.png",
+        "kernel_time.png",
+    ):
         assert os.path.getsize(os.path.join(out, f)) > 200, f
     on_disk = json.load(open(os.path.join(out, "report.json")))
     assert set(on_disk["variants"]) == {"none", "tvm"} and on_disk["verdict"] == doc["verdict"]
@@ -102,8 +120,9 @@ def test_html_renders_in_chromium(chain_report, tmp_path):
     assert dom.count("<table") >= 3 and dom.count("<img") == 4 and "data:image/png;base64," in dom
     assert "http://" not in dom and "https://" not in dom  # self-contained
     shot = tmp_path / "shot.png"
-    subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1200,1800", url],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        ["chromium", *flags, f"--screenshot={shot}", "--window-size=1200,1800", url], capture_output=True, timeout=120
+    )
     img = mpimg.imread(str(shot))
     assert img.shape[0] == 1800 and img[..., :3].std() > 0.05  # not a blank page
 
@@ -128,17 +147,25 @@ def test_failed_variant_is_reported_and_the_rest_still_is(tmp_path):
     import tvm
 
     from tuner.compare.driver import compare
-    from tuner.fusion import FusionStrategy, _REGISTRY, register
+    from tuner.fusion import FusionStrategy, register
+    from tuner.fusion.base import _REGISTRY
 
     @tvm.transform.module_pass(opt_level=0)
     def broken(mod, ctx):
         raise RuntimeError("this pass always fails")
 
-    register(FusionStrategy("broken_for_test", "a pass that raises", graph_passes=lambda t, p: [broken]))
+    @register
+    class Broken(FusionStrategy):
+        name, description = "broken_for_test", "a pass that raises"
+
+        def graph_passes(self, target, params):
+            return [broken]
+
     try:
         model = _elementwise_chain(str(tmp_path / "chain.onnx"))
-        doc = compare(model, str(tmp_path / "r"), target="llvm", fusion="none,broken_for_test,tvm", repeat=3,
-                      log=lambda *a: None)
+        doc = compare(
+            model, str(tmp_path / "r"), target="llvm", fusion="none,broken_for_test,tvm", repeat=3, log=lambda *a: None
+        )
     finally:
         _REGISTRY.pop("broken_for_test")
     bad = doc["variants"]["broken_for_test"]
@@ -150,8 +177,20 @@ def test_failed_variant_is_reported_and_the_rest_still_is(tmp_path):
 
 def test_tuned_and_untuned_side_by_side(mlp, tmp_path):
     """--trials: each strategy tuned with the same budget into its own database; both states reported."""
-    r = run_cli("compare", mlp, "--input-shape", "x:1x32", "--target", "llvm", "--trials", "8", "--repeat", "5",
-                "-o", str(tmp_path / "r"))
+    r = run_cli(
+        "compare",
+        mlp,
+        "--input-shape",
+        "x:1x32",
+        "--target",
+        "llvm",
+        "--trials",
+        "8",
+        "--repeat",
+        "5",
+        "-o",
+        str(tmp_path / "r"),
+    )
     assert r.returncode == 0, r.stderr
     doc = json.load(open(tmp_path / "r" / "report.json"))
     assert set(doc["variants"]) == {"none/untuned", "none/tuned", "tvm/untuned", "tvm/tuned"}
@@ -184,25 +223,48 @@ def test_parallel_extent_is_read_from_the_schedule():
 
     assert parallelism(_scheduled("cpu")) == (64, None, None)
     assert parallelism(_scheduled("gpu")) == (64 * 128, 64, 128)
-    assert parallelism("for i in T.parallel(T.int64(8)):\n    for j in T.parallel(4):\n        pass") == (32, None, None)
+    assert parallelism("for i in T.parallel(T.int64(8)):\n    for j in T.parallel(4):\n        pass") == (
+        32,
+        None,
+        None,
+    )
 
 
 def test_verdict_names_each_other_strategy_against_the_chosen_one():
     from tuner.compare.report import verdict
 
     def v(strategy, tuned, launches, median, traffic):
-        return {"strategy": strategy, "tuned": tuned, "status": "ok", "latency_ms": {"median": median},
-                "metrics": {"launches": launches, "intermediate_traffic_bytes": traffic,
-                            "vs_unfused": {"intermediate_traffic_removed_pct": 100.0 * (1 - traffic / 1000)}}}
+        return {
+            "strategy": strategy,
+            "tuned": tuned,
+            "status": "ok",
+            "latency_ms": {"median": median},
+            "metrics": {
+                "launches": launches,
+                "intermediate_traffic_bytes": traffic,
+                "vs_unfused": {"intermediate_traffic_removed_pct": 100.0 * (1 - traffic / 1000)},
+            },
+        }
 
-    doc = {"strategies": ["none", "tvm", "cost"], "measured": True, "variants": {
-        "none/untuned": v("none", False, 20, 10.0, 1000), "none/tuned": v("none", True, 20, 4.0, 1000),
-        "tvm/untuned": v("tvm", False, 8, 9.0, 400), "tvm/tuned": v("tvm", True, 8, 2.0, 400),
-        "cost/untuned": v("cost", False, 6, 9.0, 300), "cost/tuned": v("cost", True, 6, 1.6, 300)}}
+    doc = {
+        "strategies": ["none", "tvm", "cost"],
+        "measured": True,
+        "variants": {
+            "none/untuned": v("none", False, 20, 10.0, 1000),
+            "none/tuned": v("none", True, 20, 4.0, 1000),
+            "tvm/untuned": v("tvm", False, 8, 9.0, 400),
+            "tvm/tuned": v("tvm", True, 8, 2.0, 400),
+            "cost/untuned": v("cost", False, 6, 9.0, 300),
+            "cost/tuned": v("cost", True, 6, 1.6, 300),
+        },
+    }
     text = verdict(doc)
     assert text.startswith("fusion (tvm) cut launches 20 → 8") and "2.00× lower tuned" in text
     assert text.endswith("cost vs tvm: 6 launches vs 8, same latency untuned, 1.25× faster tuned.")
     # without `none` there is no fused-vs-unfused pair, but the strategies are still compared
-    only_fused = {"strategies": ["tvm", "cost"], "measured": True,
-                  "variants": {k: doc["variants"][k] for k in ("tvm/tuned", "cost/tuned")}}
+    only_fused = {
+        "strategies": ["tvm", "cost"],
+        "measured": True,
+        "variants": {k: doc["variants"][k] for k in ("tvm/tuned", "cost/tuned")},
+    }
     assert verdict(only_fused).endswith("cost vs tvm: 6 launches vs 8, 1.25× faster tuned.")

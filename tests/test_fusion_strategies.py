@@ -1,30 +1,36 @@
 """patterns and cost: exact group membership on purpose-built graphs, refusals with reasons, and numerical
 equivalence with ONNX Runtime for every strategy."""
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tuner.build import compile_model
-from tuner.inference import run_package
+from tuner.interface.compile import compile_model
+from tuner.interface.run import run_package
 from tuner.plan import build_plan
 
 
 def _attention(path, seq):
     """scores = q @ k^T * scale + mask -> softmax -> @ v, with q, k, v graph inputs (activations, not weights)."""
     h, d = 2, 16
-    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="k_t"),
-             helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
-             helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
-             helper.make_node("Add", ["ss", "mask"], ["sm"], name="mask"),
-             helper.make_node("Softmax", ["sm"], ["p"], axis=-1, name="softmax"),
-             helper.make_node("MatMul", ["p", "v"], ["y"], name="context")]
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="k_t"),
+        helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
+        helper.make_node("Add", ["ss", "mask"], ["sm"], name="mask"),
+        helper.make_node("Softmax", ["sm"], ["p"], axis=-1, name="softmax"),
+        helper.make_node("MatMul", ["p", "v"], ["y"], name="context"),
+    ]
     f = TensorProto.FLOAT
     ins = [helper.make_tensor_value_info(n, f, [1, h, seq, d]) for n in ("q", "k", "v")]
     ins.append(helper.make_tensor_value_info("mask", f, [1, 1, seq, seq]))
-    g = helper.make_graph(nodes, "attn", ins, [helper.make_tensor_value_info("y", f, [1, h, seq, d])],
-                          [helper.make_tensor("scale", f, [], [0.25])])
+    g = helper.make_graph(
+        nodes,
+        "attn",
+        ins,
+        [helper.make_tensor_value_info("y", f, [1, h, seq, d])],
+        [helper.make_tensor("scale", f, [], [0.25])],
+    )
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -33,11 +39,29 @@ def test_patterns_group_attention_chain_and_layernorm(transformer):
     plan = build_plan(transformer, target="llvm", fusion="patterns")
     groups = [g.onnx_nodes for g in plan.groups]
     # the score chain and its product with V: two reductions behind the first, one kernel
-    assert ["attn/k_transpose_t", "attn/scores", "attn/scale", "attn/mask", "attn/softmax", "attn/context"] in groups \
-        or any(set(["attn/scores", "attn/scale", "attn/mask", "attn/softmax", "attn/context"]) <= set(g) for g in groups)
+    assert [
+        "attn/k_transpose_t",
+        "attn/scores",
+        "attn/scale",
+        "attn/mask",
+        "attn/softmax",
+        "attn/context",
+    ] in groups or any(
+        set(["attn/scores", "attn/scale", "attn/mask", "attn/softmax", "attn/context"]) <= set(g) for g in groups
+    )
     # residual Add + the whole decomposed LayerNorm (two means) in one kernel; tvm splits it in three
-    ln = ["attn/residual", "ln1/mean", "ln1/center", "ln1/square", "ln1/var", "ln1/add_eps", "ln1/sqrt",
-          "ln1/normalize", "ln1/scale", "ln1/shift"]
+    ln = [
+        "attn/residual",
+        "ln1/mean",
+        "ln1/center",
+        "ln1/square",
+        "ln1/var",
+        "ln1/add_eps",
+        "ln1/sqrt",
+        "ln1/normalize",
+        "ln1/scale",
+        "ln1/shift",
+    ]
     assert ln in groups
     tvm_groups = [g.onnx_nodes for g in build_plan(transformer, target="llvm", fusion="tvm").groups]
     assert ln not in tvm_groups
@@ -72,17 +96,27 @@ def test_cost_refuses_a_score_matrix_that_does_not_fit(tmp_path, monkeypatch):
     ok, reasons = fused(small)
     assert not ok and any("cannot tile it there" in r for r in reasons)
     # allowed to fuse anchors into reductions, the rule still refuses what does not fit on chip
-    monkeypatch.setattr(cost, "KNOBS", cost.CostKnobs(fuse_anchor_into_reduction=True))
-    assert fused(small)[0]
-    ok, reasons = fused(big)
+    unrestricted = cost.CostFusion(cost.CostKnobs(fuse_anchor_into_reduction=True))
+    assert fused(small, unrestricted)[0]
+    ok, reasons = fused(big, cost.CostFusion(cost.CostKnobs(fuse_anchor_into_reduction=True)))
     assert not ok and any("exceeds the on-chip budget" in r for r in reasons)
     # patterns fuses both regardless
     assert fused(big, "patterns")[0]
 
 
 def test_cost_fuses_layernorm_which_tvm_splits(transformer):
-    ln = ["attn/residual", "ln1/mean", "ln1/center", "ln1/square", "ln1/var", "ln1/add_eps", "ln1/sqrt",
-          "ln1/normalize", "ln1/scale", "ln1/shift"]
+    ln = [
+        "attn/residual",
+        "ln1/mean",
+        "ln1/center",
+        "ln1/square",
+        "ln1/var",
+        "ln1/add_eps",
+        "ln1/sqrt",
+        "ln1/normalize",
+        "ln1/scale",
+        "ln1/shift",
+    ]
     plan = build_plan(transformer, target="llvm", fusion="cost")
     assert ln in [g.onnx_nodes for g in plan.groups]
     # provenance through FuseTransposeMatmul: the transpose of K is folded into the scores matmul

@@ -15,13 +15,33 @@ def _gpu_arch():
 
 
 def test_gpu_check_build_only(cnn, transformer, tmp_path):
-    r = subprocess.run([sys.executable, "scripts/gpu_check.py", cnn, transformer, "--build-only", "--target", "cuda:sm_90",
-                        "-o", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "scripts/gpu_check.py",
+            cnn,
+            transformer,
+            "--build-only",
+            "--target",
+            "cuda:sm_90",
+            "-o",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.load(open(tmp_path / "results.json"))
     steps = doc["steps"]
-    assert set(steps) == {"compile_verify_cnn", "compile_verify_transformer", "tuning_candidates_build_only",
-                          "float16_tensor_cores", "compare_fused_unfused"}
+    assert set(steps) == {
+        "compile_verify_cnn",
+        "compile_verify_transformer",
+        "tuning_candidates_build_only",
+        "float16_tensor_cores",
+        "compare_fused_unfused",
+    }
     assert all(s["ok"] for s in steps.values())
     assert steps["compile_verify_cnn"]["device_code"]["arch"] == "sm_90"
     assert "cut launches 28 → 7" in steps["compare_fused_unfused"]["verdict"]
@@ -47,10 +67,13 @@ def test_cuda_tensor_core_candidates_for_fp16(tmp_path):
 
     w = numpy_helper.from_array((np.random.default_rng(0).random((256, 256)) - 0.5).astype(np.float16), "w")
     f16 = TensorProto.FLOAT16
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
-                           helper.make_node("Relu", ["y"], ["z"], name="relu")], "fp16_mlp",
-                          [helper.make_tensor_value_info("x", f16, [128, 256])],
-                          [helper.make_tensor_value_info("z", f16, [128, 256])], [w])
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Relu", ["y"], ["z"], name="relu")],
+        "fp16_mlp",
+        [helper.make_tensor_value_info("x", f16, [128, 256])],
+        [helper.make_tensor_value_info("z", f16, [128, 256])],
+        [w],
+    )
     path = str(tmp_path / "fp16.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
@@ -66,8 +89,13 @@ def test_cuda_tensor_core_candidates_for_fp16(tmp_path):
 def test_gpu_check_without_gpu_says_so(cnn, transformer, tmp_path):
     if _gpu_arch():
         pytest.skip("a GPU is present")
-    r = subprocess.run([sys.executable, "scripts/gpu_check.py", cnn, transformer, "--target", "cuda:sm_90",
-                        "-o", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", cnn, transformer, "--target", "cuda:sm_90", "-o", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "--build-only" in r.stderr
 
 
@@ -75,6 +103,11 @@ def test_gpu_check_without_gpu_says_so(cnn, transformer, tmp_path):
 def test_gpu_check_on_a_gpu(cnn, transformer, tmp_path):
     if not _gpu_arch():
         pytest.skip("needs an NVIDIA GPU")
-    r = subprocess.run([sys.executable, "scripts/gpu_check.py", cnn, transformer, "--trials", "16", "-o", str(tmp_path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", cnn, transformer, "--trials", "16", "-o", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout + r.stderr

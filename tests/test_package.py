@@ -1,21 +1,18 @@
 """compile -> package -> load in a fresh process -> same outputs as ONNX Runtime."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
+from conftest import ROOT, light, run_cli
 
 from tuner.errors import TunerError
-
-from conftest import ROOT, light, run_cli
-from tuner.build import compile_model
-from tuner.package import read_package
+from tuner.interface.compile import compile_model
 from tuner.reference import compare_outputs, run_onnxruntime
+from tuner.runtime.package import read_package
 
 FRESH_PROCESS = r"""
 import json, sys
@@ -52,8 +49,13 @@ def test_round_trip_in_fresh_process_matches_onnxruntime(cnn_package, cnn, tmp_p
     np.savez(tmp_path / "in.npz", input=x)
     script = tmp_path / "deploy.py"
     script.write_text(FRESH_PROCESS)
-    r = subprocess.run([sys.executable, str(script), cnn_package, str(tmp_path / "in.npz"), str(tmp_path / "out.npy")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, str(script), cnn_package, str(tmp_path / "in.npz"), str(tmp_path / "out.npy")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["heavy"] == []
     got = np.load(tmp_path / "out.npy")
@@ -89,8 +91,18 @@ def test_fusion_reduces_kernels_on_light_model(tmp_path):
 def test_run_cli_inputs_outputs_npz(cnn_package, cnn, tmp_path):
     x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
     np.savez(tmp_path / "in.npz", input=x)
-    r = run_cli("run", cnn_package, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
-                "--verify", cnn, "--repeat", "2")
+    r = run_cli(
+        "run",
+        cnn_package,
+        "--inputs",
+        str(tmp_path / "in.npz"),
+        "--outputs",
+        str(tmp_path / "out.npz"),
+        "--verify",
+        cnn,
+        "--repeat",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     assert "median ms" in r.stdout and "PASS" in r.stdout
     out = np.load(tmp_path / "out.npz")["probs"]
@@ -112,7 +124,7 @@ def test_mlp_dynamic_batch_bound(mlp, tmp_path):
 def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     """CUDA packages carry nvcc-compiled device code for their arch, and every kernel is thread-bound."""
     from tuner.build import thread_unbound_kernels
-    from tuner.device_code import PackagedDeviceCode, cuda_sources, sha256
+    from tuner.runtime.device_code import PackagedDeviceCode, cuda_sources, sha256
 
     path = light("squeezenet") if model.startswith("light_") else str(models_dir / f"{model}.onnx")
     out = str(tmp_path / "cuda.ftpkg")
@@ -128,7 +140,9 @@ def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     assert entry["source_sha256"] == sha256(source)
     if shutil.which("cuobjdump"):
         (tmp_path / "k.fatbin").write_bytes(blob)
-        listing = subprocess.run(["cuobjdump", "--list-elf", str(tmp_path / "k.fatbin")], capture_output=True, text=True)
+        listing = subprocess.run(
+            ["cuobjdump", "--list-elf", str(tmp_path / "k.fatbin")], capture_output=True, text=True
+        )
         assert arch in listing.stdout, listing.stdout + listing.stderr
     # what tuner.load registers: the packaged binary for this source, a clear error for any other
     serve = PackagedDeviceCode(out, entry, blob)

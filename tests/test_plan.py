@@ -4,9 +4,9 @@ import json
 import shutil
 
 import pytest
-
 from conftest import run_cli
-from tuner.build import compile_model
+
+from tuner.interface.compile import compile_model
 from tuner.plan import build_plan
 
 
@@ -28,8 +28,15 @@ def test_transformer_attention_and_layernorm_groups(transformer):
     groups = [g.onnx_nodes for g in plan.groups]
     assert ["attn/scores", "attn/scale", "attn/mask"] in groups
     assert ["ln1/var", "ln1/add_eps", "ln1/sqrt", "ln1/normalize", "ln1/scale", "ln1/shift"] in groups
-    assert ["ffn/fc1/matmul", "ffn/fc1/bias", "ffn/gelu/div", "ffn/gelu/erf", "ffn/gelu/add", "ffn/gelu/mul",
-            "ffn/gelu/half"] in groups
+    assert [
+        "ffn/fc1/matmul",
+        "ffn/fc1/bias",
+        "ffn/gelu/div",
+        "ffn/gelu/erf",
+        "ffn/gelu/add",
+        "ffn/gelu/mul",
+        "ffn/gelu/half",
+    ] in groups
     reasons = {b.reason for b in plan.boundaries}
     assert "output has 2 consumers" in reasons
 
@@ -65,7 +72,7 @@ def test_plan_unknown_strategy(cnn):
 
 
 def test_horizontal_merges_qkv_and_stays_correct(transformer, cnn, tmp_path):
-    from tuner.inference import run_package
+    from tuner.interface.run import run_package
 
     tvm_plan = build_plan(transformer, target="llvm", fusion="tvm")
     h_plan = build_plan(transformer, target="llvm", fusion="horizontal")
@@ -83,4 +90,7 @@ def test_horizontal_merges_qkv_and_stays_correct(transformer, cnn, tmp_path):
     compile_model(transformer, out, target="llvm", fusion="horizontal")
     assert run_package(out, verify=transformer, repeat=1)["verify"]["ok"]
     # nothing parallel in the CNN: same kernels as tvm
-    assert build_plan(cnn, target="llvm", fusion="horizontal").kernels == build_plan(cnn, target="llvm", fusion="tvm").kernels
+    assert (
+        build_plan(cnn, target="llvm", fusion="horizontal").kernels
+        == build_plan(cnn, target="llvm", fusion="tvm").kernels
+    )

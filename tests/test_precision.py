@@ -6,7 +6,7 @@ import pytest
 from conftest import run_cli
 
 from tuner.errors import TunerError
-from tuner.package import read_package
+from tuner.runtime.package import read_package
 
 
 def test_precision_names_and_refusals():
@@ -42,8 +42,9 @@ def test_mixed_precision_pass_structure():
     @tvm.script.ir_module
     class Expected:
         @R.function
-        def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 8), "float32"),
-                 w2: R.Tensor((8, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        def main(
+            x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 8), "float32"), w2: R.Tensor((8, 8), "float32")
+        ) -> R.Tensor((4, 8), "float32"):
             with R.dataflow():
                 xh = R.astype(x, "float16")
                 w1h = R.astype(w1, "float16")
@@ -90,8 +91,9 @@ def test_bfloat16_is_refused_with_a_reason(transformer, tmp_path):
 def test_float16_cuda_build_uses_tensor_core_space(transformer, tmp_path):
     """fp16 through --dtype: the CUDA package builds and every kernel is thread-bound; the tuner's design space for
     its heaviest kernel samples WMMA schedules, and (TVM 0.27 StorageRewrite workaround) they all build."""
-    from tuner.build import compile_model, thread_unbound_kernels
+    from tuner.build import thread_unbound_kernels
     from tuner.fusion import get_strategy
+    from tuner.interface.compile import compile_model
     from tuner.lowering import import_for, lower
     from tuner.onnx_model import prepare_model
     from tuner.target import resolve_target
@@ -115,14 +117,14 @@ def test_tensor_core_record_builds_into_cuda_package(transformer, tmp_path):
     The record's run time is a placeholder (nothing is measured without a GPU); what is tested is the build."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.build import compile_model
-    from tuner.database import open_database
-    from tuner.device_code import cuda_sources
     from tuner.fusion import get_strategy
+    from tuner.interface.compile import compile_model
     from tuner.lowering import import_for, lower
     from tuner.onnx_model import prepare_model
+    from tuner.runtime.device_code import cuda_sources
     from tuner.target import resolve_target
     from tuner.tuning import sample_candidates, uses_tensor_cores
+    from tuner.tuning.database import open_database
 
     spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
     mod, params, _ = import_for(prepare_model(transformer, precision="float16"), strategy)
@@ -130,11 +132,15 @@ def test_tensor_core_record_builds_into_cuda_package(transformer, tmp_path):
     task, cand = sampled.task, next(c for c in sampled.candidates if uses_tensor_cores(c.sch.mod))
     db_dir = str(tmp_path / "db")
     db, _, _ = open_database(db_dir, spec, create=True)
-    db.commit_tuning_record(ms.database.TuningRecord(cand.sch.trace, db.commit_workload(task.dispatched[0]),
-                                                     run_secs=[1e-3], target=spec.tvm_target()))
+    db.commit_tuning_record(
+        ms.database.TuningRecord(
+            cand.sch.trace, db.commit_workload(task.dispatched[0]), run_secs=[1e-3], target=spec.tvm_target()
+        )
+    )
 
-    result, manifest = compile_model(transformer, str(tmp_path / "tc.ftpkg"), target="cuda:sm_90", db=db_dir,
-                                     precision="float16")
+    result, manifest = compile_model(
+        transformer, str(tmp_path / "tc.ftpkg"), target="cuda:sm_90", db=db_dir, precision="float16"
+    )
     assert manifest["tuning_db"]["applied"] == 1
     assert uses_tensor_cores(result.fused_mod)
     assert "wmma::mma_sync" in cuda_sources(result.executable)[0]
@@ -153,16 +159,24 @@ def test_clip_with_constant_bounds_imports_as_graph_ops():
 
     def clip_model(dtype, lo, hi):
         np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
-        inits = [numpy_helper.from_array(np.array(lo, np_dtype), "lo"),
-                 numpy_helper.from_array(np.array(hi, np_dtype), "hi")]
-        g = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")], "clip",
-                              [helper.make_tensor_value_info("x", dtype, [2, 3])],
-                              [helper.make_tensor_value_info("y", dtype, [2, 3])], inits)
+        inits = [
+            numpy_helper.from_array(np.array(lo, np_dtype), "lo"),
+            numpy_helper.from_array(np.array(hi, np_dtype), "hi"),
+        ]
+        g = helper.make_graph(
+            [helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")],
+            "clip",
+            [helper.make_tensor_value_info("x", dtype, [2, 3])],
+            [helper.make_tensor_value_info("y", dtype, [2, 3])],
+            inits,
+        )
         return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
     def main_ops(model):
         mod, _, _ = import_to_relax(prepare_model(model))
-        ops = [getattr(getattr(b.value, "op", None), "name", None) for blk in mod["main"].body.blocks for b in blk.bindings]
+        ops = [
+            getattr(getattr(b.value, "op", None), "name", None) for blk in mod["main"].body.blocks for b in blk.bindings
+        ]
         return [str(op) for op in ops if op]
 
     assert main_ops(clip_model(TensorProto.FLOAT, 0.0, 6.0)) == ["relax.maximum", "relax.minimum"]

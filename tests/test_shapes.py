@@ -1,7 +1,7 @@
 import pytest
 
+from tuner.cli.shapes import parse_consts, parse_input_shapes
 from tuner.errors import TunerError
-from tuner.shapes import parse_consts, parse_input_shapes
 
 
 def test_input_shape_forms():

@@ -9,8 +9,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from tuner import database as D
 from tuner.errors import TunerError
 
@@ -21,8 +21,22 @@ SHAPE = ["--input-shape", "x:16x32"]
 def tuned(mlp, tmp_path_factory):
     d = tmp_path_factory.mktemp("tune")
     db = str(d / "db")
-    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "16", "--db", db, "--seed", "1",
-                "-o", str(d / "mlp.ftpkg"), "--json")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--trials",
+        "16",
+        "--db",
+        db,
+        "--seed",
+        "1",
+        "-o",
+        str(d / "mlp.ftpkg"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout), db, str(d / "mlp.ftpkg")
 
@@ -41,13 +55,41 @@ def test_resume_spends_only_the_remaining_budget(tuned, mlp, tmp_path):
     _, db, _ = tuned
     copy = str(tmp_path / "db")
     shutil.copytree(db, copy)
-    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "16", "--db", copy, "--resume",
-                "-o", str(tmp_path / "a.ftpkg"), "--json", "--no-verify")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--trials",
+        "16",
+        "--db",
+        copy,
+        "--resume",
+        "-o",
+        str(tmp_path / "a.ftpkg"),
+        "--json",
+        "--no-verify",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["trials"] == 0 and doc["stopped"] == "nothing-to-do"
-    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "24", "--db", copy, "--resume",
-                "-o", str(tmp_path / "b.ftpkg"), "--json", "--no-verify")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--trials",
+        "24",
+        "--db",
+        copy,
+        "--resume",
+        "-o",
+        str(tmp_path / "b.ftpkg"),
+        "--json",
+        "--no-verify",
+    )
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["trials"] == 8 and doc["trials_in_db"] == 24
 
@@ -113,15 +155,31 @@ def test_second_run_on_a_locked_db_is_refused(tuned, mlp, tmp_path):
 
     _, db, _ = tuned
     with FileLock(os.path.join(db, D.LOCK)):
-        r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "8", "--db", db,
-                    "-o", str(tmp_path / "o.ftpkg"))
+        r = run_cli(
+            "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "8", "--db", db, "-o", str(tmp_path / "o.ftpkg")
+        )
     assert r.returncode == 2 and "in use by another tune-model run" in r.stderr
 
 
 def test_kill_9_mid_tuning_leaves_a_database_that_loads_and_resumes(mlp, tmp_path):
     db = str(tmp_path / "db")
-    cmd = [sys.executable, "-m", "tuner.cli.main", "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "64",
-           "--db", db, "-o", str(tmp_path / "o.ftpkg"), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuner.cli.main",
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--trials",
+        "64",
+        "--db",
+        db,
+        "-o",
+        str(tmp_path / "o.ftpkg"),
+        "-q",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     rec = os.path.join(db, D.RECORDS)
     deadline = time.time() + 240
@@ -135,8 +193,22 @@ def test_kill_9_mid_tuning_leaves_a_database_that_loads_and_resumes(mlp, tmp_pat
     before = D.show(db)["records"]
     lines = [json.loads(x) for x in open(rec) if x.strip()]
     assert len(lines) == before
-    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", str(before + 8), "--db", db, "--resume",
-                "-o", str(tmp_path / "o.ftpkg"), "--json", "--no-verify")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--trials",
+        str(before + 8),
+        "--db",
+        db,
+        "--resume",
+        "-o",
+        str(tmp_path / "o.ftpkg"),
+        "--json",
+        "--no-verify",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["trials_in_db"] == before + doc["trials"] and doc["trials"] <= 8
@@ -148,24 +220,28 @@ def test_fused_kernels_multilevel_tiling_cannot_schedule_get_the_reduced_space(t
     """`cost` fuses LayerNorm (two means) and the attention chain into one kernel each. MetaSchedule's
     multi-level tiling fails on them (reverse_compute_at of an epilogue fed by two reductions), which used to
     abort tuning of every task; they are now tuned in the reduced space, the other kernels in the full one."""
+    from tvm.s_tir import meta_schedule as ms
+
     from tuner.fusion import get_strategy
     from tuner.lowering import import_for, lower
     from tuner.onnx_model import prepare_model
     from tuner.target import resolve_target
-    from tuner.tuning import TaskState, _contexts, _with_design_space
-    from tvm.s_tir import meta_schedule as ms
+    from tuner.tuning.loop import TaskState
+    from tuner.tuning.spaces import round_contexts, with_design_space
 
     spec, strategy = resolve_target("llvm"), get_strategy("cost")
     mod, params, _ = import_for(prepare_model(transformer, None, None), strategy)
     fused = lower(mod, spec, strategy, params=params)
-    tasks = [(t, TaskState(t.task_name, 1.0, int(t.weight), "")) for t in
-             ms.relax_integration.extract_tasks(fused, spec.tvm_target())]
-    kept = _with_design_space(tasks, spec, fused)
+    tasks = [
+        (t, TaskState(t.task_name, 1.0, int(t.weight), ""))
+        for t in ms.relax_integration.extract_tasks(fused, spec.tvm_target())
+    ]
+    kept = with_design_space(tasks, spec, fused)
     assert len(kept) == len(tasks)  # nothing dropped
     reduced = sorted(st.name for _, st in kept if st.note)
     assert reduced and all(n.startswith("fused_relax_") for n in reduced), reduced  # only our pattern kernels
     assert all("reverse-compute-at" in st.note for _, st in kept if st.note)
-    contexts, weights = _contexts(kept, str(tmp_path / "logs"), num_threads=1)
+    contexts, weights = round_contexts(kept, str(tmp_path / "logs"), num_threads=1)
     assert sorted(c.task_name for c in contexts) == sorted(st.name for _, st in kept) and len(weights) == len(kept)
 
 
@@ -184,14 +260,45 @@ def test_tuning_measures_over_rpc_on_loopback(mlp, tmp_path):
 
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    tracker = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-                                "--port-end", str(port + 1)], start_new_session=True, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tracker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tvm.exec.rpc_tracker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--port-end",
+            str(port + 1),
+        ],
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     server_port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port",
-                               str(server_port), "--port-end", str(server_port + 20), "--tracker", f"127.0.0.1:{port}",
-                               "--key", "ft-loopback"],
-                              start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tvm.exec.rpc_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(server_port),
+            "--port-end",
+            str(server_port + 20),
+            "--tracker",
+            f"127.0.0.1:{port}",
+            "--key",
+            "ft-loopback",
+        ],
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 60
         while True:
@@ -203,16 +310,42 @@ def test_tuning_measures_over_rpc_on_loopback(mlp, tmp_path):
                     raise
                 time.sleep(1)
         db = str(tmp_path / "db")
-        r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "8", "--rpc", f"127.0.0.1:{port}:ft-loopback",
-                    "--db", db, "-o", str(tmp_path / "m.ftpkg"), "--json", "--no-verify")
+        r = run_cli(
+            "tune-model",
+            mlp,
+            *SHAPE,
+            "--target",
+            "llvm",
+            "--trials",
+            "8",
+            "--rpc",
+            f"127.0.0.1:{port}:ft-loopback",
+            "--db",
+            db,
+            "-o",
+            str(tmp_path / "m.ftpkg"),
+            "--json",
+            "--no-verify",
+        )
         assert r.returncode == 0, r.stderr
         summary = json.loads(r.stdout)
         assert summary["trials"] == 8 and summary["applied"] >= 1
         assert any(t["best_ms"] for t in summary["tasks"])  # measured remotely, recorded here
         # a key nobody serves: refused before any work, naming the keys that are there
-        r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--rpc", f"127.0.0.1:{port}:nobody",
-                    "-o", str(tmp_path / "x.ftpkg"))
-        assert r.returncode == 2 and "no device is registered with key 'nobody'" in r.stderr and "ft-loopback" in r.stderr
+        r = run_cli(
+            "tune-model",
+            mlp,
+            *SHAPE,
+            "--target",
+            "llvm",
+            "--rpc",
+            f"127.0.0.1:{port}:nobody",
+            "-o",
+            str(tmp_path / "x.ftpkg"),
+        )
+        assert (
+            r.returncode == 2 and "no device is registered with key 'nobody'" in r.stderr and "ft-loopback" in r.stderr
+        )
     finally:
         for p in (server, tracker):
             os.killpg(p.pid, signal.SIGTERM)
@@ -220,8 +353,18 @@ def test_tuning_measures_over_rpc_on_loopback(mlp, tmp_path):
 
 
 def test_rpc_tracker_unreachable_is_a_clear_error(mlp, tmp_path):
-    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--rpc", f"127.0.0.1:{_free_port()}:k",
-                "-o", str(tmp_path / "x.ftpkg"), timeout=60)
+    r = run_cli(
+        "tune-model",
+        mlp,
+        *SHAPE,
+        "--target",
+        "llvm",
+        "--rpc",
+        f"127.0.0.1:{_free_port()}:k",
+        "-o",
+        str(tmp_path / "x.ftpkg"),
+        timeout=60,
+    )
     assert r.returncode == 2 and "cannot reach the RPC tracker" in r.stderr and "rpc_tracker" in r.stderr
     r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--rpc", "nonsense", "-o", str(tmp_path / "x.ftpkg"))
     assert r.returncode == 2 and "TRACKER_HOST:PORT:KEY" in r.stderr

@@ -9,10 +9,11 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import TunerError
-from .fusion import FusionStrategy, get_strategy
-from .lowering import kernel_sites, lower, primfuncs
-from .onnx_model import PreparedModel, prepare_model
-from .target import TargetSpec, host_cpu_name, resolve_target
+from .fusion import FusionStrategy
+from .ir import kernel_sites, memory_footprint, primfuncs
+from .lowering import lower
+from .onnx_model import PreparedModel
+from .target import TargetSpec, host_cpu_name
 
 
 @dataclass
@@ -38,8 +39,11 @@ def thread_unbound_kernels(mod) -> list[str]:
     TVM 0.27 exposes no TIR visitor to Python, so read the printed TIR: a bound loop prints as
     `T.thread_binding(..., thread="threadIdx.x")` or a `T.launch_thread("blockIdx.x", ...)`.
     """
-    return [name for name, func in primfuncs(mod).items()
-            if not any(tag in func.script() for tag in ('"threadIdx.', '"blockIdx.'))]
+    return [
+        name
+        for name, func in primfuncs(mod).items()
+        if not any(tag in func.script() for tag in ('"threadIdx.', '"blockIdx.'))
+    ]
 
 
 def schedule_for_gpu(mod, target_spec: TargetSpec):
@@ -48,17 +52,22 @@ def schedule_for_gpu(mod, target_spec: TargetSpec):
 
     target = target_spec.tvm_target()
     with target:  # dlight assigns into the module it is given: clone, or the caller's unscheduled module changes
-        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
-                                      dl.gpu.GeneralReduction(), dl.gpu.Fallback())(mod.clone())
+        mod = dl.ApplyDefaultSchedule(
+            dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
+        )(mod.clone())
     unbound = thread_unbound_kernels(mod)
     if unbound:
-        raise TunerError(f"CUDA build: {len(unbound)} kernel(s) have no GPU thread binding and would silently run "
-                         f"as host code: {', '.join(unbound[:8])}", "this is a bug in scheduling; please report it")
+        raise TunerError(
+            f"CUDA build: {len(unbound)} kernel(s) have no GPU thread binding and would silently run "
+            f"as host code: {', '.join(unbound[:8])}",
+            "this is a bug in scheduling; please report it",
+        )
     return mod
 
 
-def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy,
-                   db_dir: str | None = None) -> BuildResult:
+def build_prepared(
+    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, db_dir: str | None = None
+) -> BuildResult:
     import tvm
 
     from .lowering import import_for
@@ -72,7 +81,7 @@ def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
     timings["fuse_s"] = time.perf_counter() - t0
     db_info = None
     if db_dir:
-        from .database import apply_database
+        from .tuning.database import apply_database
 
         fused, db_info = apply_database(fused, target_spec, db_dir)
     if target_spec.is_gpu:
@@ -87,11 +96,14 @@ def build_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
         with tvm.transform.PassContext(opt_level=3, config=config):
             executable = tvm.compile(fused, target=target_spec.tvm_target(), relax_pipeline="default_build")
     except Exception as err:
-        raise TunerError(f"TVM build failed for {prepared.path} on {target_spec.key}: "
-                         f"{str(err).strip().splitlines()[-1]}", "run with --debug for the full trace") from err
+        raise TunerError(
+            f"TVM build failed for {prepared.path} on {target_spec.key}: {str(err).strip().splitlines()[-1]}",
+            "run with --debug for the full trace",
+        ) from err
     timings["build_s"] = time.perf_counter() - t0
-    return BuildResult(prepared, target_spec, strategy, fused, executable, kernel_sites(fused), provenance,
-                       db_info, timings)
+    return BuildResult(
+        prepared, target_spec, strategy, fused, executable, kernel_sites(fused), provenance, db_info, timings
+    )
 
 
 def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
@@ -110,8 +122,6 @@ def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
 def manifest_for(result: BuildResult, build_seconds: float) -> dict:
     import tvm
     import tvm_ffi
-
-    from .compare.kernels import memory_footprint
 
     p = result.prepared
     return {
@@ -137,12 +147,12 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
 
 
 def write_build(result: BuildResult, output: str, build_seconds: float) -> dict:
-    from .package import LIBRARY, write_package
+    from .runtime.package import LIBRARY, write_package
 
     lib = export_library_bytes(result.executable, result.target)
     members, manifest = {LIBRARY: lib}, manifest_for(result, build_seconds)
     if result.target.is_gpu:
-        from .device_code import package_members
+        from .runtime.device_code import package_members
 
         device, manifest["device_code"] = package_members(result.executable, result.target)
         members.update(device)
@@ -164,20 +174,3 @@ def output_shapes_from_build(result: BuildResult) -> None:
             except Exception:
                 pass
             out.dtype = str(ty.dtype)
-
-
-def compile_model(model: str, output: str, target: str = "auto", fusion: str = "tvm", db: str | None = None,
-                  shapes: dict | None = None, consts: dict | None = None,
-                  precision: str | None = None) -> tuple[BuildResult, dict]:
-    """The `compile` command's work: returns the build and the manifest written to `output`."""
-    from .package import check_writable
-
-    strategy = get_strategy(fusion)
-    target_spec = resolve_target(target)
-    check_writable(output)
-    t0 = time.perf_counter()
-    prepared = prepare_model(model, shapes, consts, precision=precision)
-    result = build_prepared(prepared, target_spec, strategy, db)
-    output_shapes_from_build(result)
-    manifest = write_build(result, output, time.perf_counter() - t0)
-    return result, manifest

@@ -203,9 +203,13 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
 
     missing = unsupported_nodes(prepared.model)
     if missing:
-        listing = "; ".join(f"{op} ({len(n)}: {', '.join(n[:5])}{', ...' if len(n) > 5 else ''})" for op, n in missing.items())
-        raise UnsupportedModelError(f"{prepared.path}: ops TVM's ONNX frontend cannot convert: {listing}",
-                                    hint="run `fusion-tuner check` for the full list")
+        listing = "; ".join(
+            f"{op} ({len(n)}: {', '.join(n[:5])}{', ...' if len(n) > 5 else ''})" for op, n in missing.items()
+        )
+        raise UnsupportedModelError(
+            f"{prepared.path}: ops TVM's ONNX frontend cannot convert: {listing}",
+            hint="run `fusion-tuner check` for the full list",
+        )
     importer_cls = _make_importer_class()
     dtypes = {i.name: i.dtype for i in prepared.inputs}
     importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
@@ -232,8 +236,11 @@ def _apply_precision(mod, prepared: PreparedModel):
     try:
         return rewrite(mod)
     except Exception as err:
-        raise TunerError(f"{prepared.path}: --dtype {prepared.precision} failed in TVM's mixed-precision pass: "
-                         f"{str(err).strip().splitlines()[-1][:300]}", "build in float32 (drop --dtype)") from err
+        raise TunerError(
+            f"{prepared.path}: --dtype {prepared.precision} failed in TVM's mixed-precision pass: "
+            f"{str(err).strip().splitlines()[-1][:300]}",
+            "build in float32 (drop --dtype)",
+        ) from err
 
 
 def _opset(model):

@@ -9,17 +9,7 @@ before grouping, so each operator is its own kernel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .fusion import FusionStrategy
-
-
-@dataclass
-class KernelSite:
-    """One kernel launch in `main`: the PrimFunc called and the Relax binding it produces."""
-
-    kernel: str
-    var: str
 
 
 def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, params: dict | None = None):
@@ -52,30 +42,5 @@ def import_for(prepared, strategy: FusionStrategy):
     mod, params, prov = import_to_relax(prepared, keep_params=strategy.needs_params)
     if params:
         main = mod["main"]
-        params = dict(zip(main.params[int(main.attrs["num_input"]):], params["main"]))
+        params = dict(zip(main.params[int(main.attrs["num_input"]) :], params["main"]))
     return mod, params or None, prov
-
-
-def kernel_sites(mod) -> list[KernelSite]:
-    """Kernel launches per inference: `call_tir` sites in main, in execution order.
-
-    Reshapes that the VM turns into views (RewriteDataflowReshape) launch nothing and are not counted.
-    """
-    import tvm
-    from tvm import relax
-
-    mod = relax.transform.RewriteDataflowReshape()(mod)
-    call_tir = tvm.ir.Op.get("relax.call_tir")
-    sites: list[KernelSite] = []
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            value = binding.value
-            if isinstance(value, relax.Call) and value.op == call_tir:
-                sites.append(KernelSite(value.args[0].name_hint, binding.var.name))
-    return sites
-
-
-def primfuncs(mod) -> dict:
-    import tvm
-
-    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}

@@ -19,13 +19,24 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import TunerError
-from .shapes import format_shape
 
 # Ops whose presence means shapes are computed inside the graph.
 _SHAPE_OPS = {"Shape", "Size"}
 # (op, index of the input that must be static for TVM's importer)
-_STATIC_INPUT_OPS = {"Reshape": 1, "Pad": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1, "Range": 0,
-                     "Resize": 3, "Upsample": 1, "Slice": 1, "TopK": 1, "Unsqueeze": 1, "Squeeze": 1}
+_STATIC_INPUT_OPS = {
+    "Reshape": 1,
+    "Pad": 1,
+    "Expand": 1,
+    "ConstantOfShape": 0,
+    "Tile": 1,
+    "Range": 0,
+    "Resize": 3,
+    "Upsample": 1,
+    "Slice": 1,
+    "TopK": 1,
+    "Unsqueeze": 1,
+    "Squeeze": 1,
+}
 
 
 @dataclass
@@ -44,6 +55,11 @@ class TensorInfo:
     def describe(self) -> str:
         dims = "x".join(str(d) if d is not None else "?" for d in self.shape) if self.shape else "scalar"
         return f"{self.name}: {self.dtype}[{dims}]"
+
+
+def format_shape(shape) -> str:
+    """(1, 3, 8, 8) -> "1x3x8x8", as --input-shape writes it."""
+    return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
 def sha256_file(path: str) -> str:
@@ -73,7 +89,9 @@ def load_onnx(path: str) -> onnx.ModelProto:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as err:
         first = str(err).strip().splitlines()[0]
-        raise TunerError(f"{path}: fails onnx.checker: {first}", "fix the exporter or the graph; TVM cannot import an invalid model") from err
+        raise TunerError(
+            f"{path}: fails onnx.checker: {first}", "fix the exporter or the graph; TVM cannot import an invalid model"
+        ) from err
     return model
 
 
@@ -129,8 +147,9 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
-    counts = collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-                                 for n, _ in iter_nodes(model.graph))
+    counts = collections.Counter(
+        n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n, _ in iter_nodes(model.graph)
+    )
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -173,8 +192,9 @@ def _freeze_consts(model: onnx.ModelProto, consts: dict, path: str) -> list[str]
     by_name = {i.name: i for i in graph_inputs(model)}
     for name, value in consts.items():
         if name not in by_name:
-            raise TunerError(f"--const {name}: {path} has no input named {name!r}",
-                             f"inputs are: {', '.join(by_name) or '(none)'}")
+            raise TunerError(
+                f"--const {name}: {path} has no input named {name!r}", f"inputs are: {', '.join(by_name) or '(none)'}"
+            )
         info = by_name[name]
         shape = [d if isinstance(d, int) else 1 for d in info.shape] if info.shape != [None] else []
         if int(np.prod(shape)) != 1:
@@ -191,28 +211,35 @@ def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, t
     inputs = {i.name: i for i in graph_inputs(model)}
     for name in shapes:
         if name not in inputs:
-            raise TunerError(f"--input-shape {name}: {path} has no input named {name!r}",
-                             f"inputs are: {', '.join(i.describe() for i in inputs.values()) or '(none)'}")
+            raise TunerError(
+                f"--input-shape {name}: {path} has no input named {name!r}",
+                f"inputs are: {', '.join(i.describe() for i in inputs.values()) or '(none)'}",
+            )
     bound: dict[str, tuple[int, ...]] = {}
     missing = []
     for name, info in inputs.items():
         if name in shapes:
             want = shapes[name]
             if info.shape != [None] and len(info.shape) != len(want):
-                raise TunerError(f"--input-shape {name}:{format_shape(want)} has rank {len(want)}, "
-                                 f"but input {info.describe()} has rank {len(info.shape)}")
+                raise TunerError(
+                    f"--input-shape {name}:{format_shape(want)} has rank {len(want)}, "
+                    f"but input {info.describe()} has rank {len(info.shape)}"
+                )
             for d_model, d_want in zip(info.shape, want):
                 if isinstance(d_model, int) and d_model != d_want:
-                    raise TunerError(f"--input-shape {name}:{format_shape(want)} contradicts the model's fixed "
-                                     f"shape {info.describe()}")
+                    raise TunerError(
+                        f"--input-shape {name}:{format_shape(want)} contradicts the model's fixed "
+                        f"shape {info.describe()}"
+                    )
             bound[name] = tuple(want)
         elif info.dynamic_dims or info.shape == [None]:
             missing.append(info)
         else:
             bound[name] = tuple(info.shape)
     if missing:
-        example = " ".join(f"{i.name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in i.shape)}"
-                           for i in missing)
+        example = " ".join(
+            f"{i.name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in i.shape)}" for i in missing
+        )
         raise TunerError(
             f"{path}: dynamic dimensions need --input-shape: " + ", ".join(i.describe() for i in missing),
             f"bind them, e.g. --input-shape {example!r}",
@@ -257,18 +284,22 @@ def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProt
 def _simplify_checked(onnxsim, model, shapes, path):
     try:
         # skip_fuse_bn: keep BatchNorm visible so our own fusion (and the compare report) decide about it.
-        simplified, ok = onnxsim.simplify(model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()},
-                                          skip_fuse_bn=True)
+        simplified, ok = onnxsim.simplify(
+            model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()}, skip_fuse_bn=True
+        )
     except Exception as err:
-        raise TunerError(f"{path}: folding shape subgraphs with onnxsim failed: {err}",
-                         "check that --input-shape matches what the model expects") from err
+        raise TunerError(
+            f"{path}: folding shape subgraphs with onnxsim failed: {err}",
+            "check that --input-shape matches what the model expects",
+        ) from err
     if not ok:
         raise TunerError(f"{path}: onnxsim could not verify the simplified graph")
     return simplified
 
 
-def prepare_model(source, shapes: dict | None = None, consts: dict | None = None,
-                  simplify: str = "auto", precision: str | None = None) -> PreparedModel:
+def prepare_model(
+    source, shapes: dict | None = None, consts: dict | None = None, simplify: str = "auto", precision: str | None = None
+) -> PreparedModel:
     """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never).
     `precision` (--dtype) is validated here and applied at import.
 
@@ -300,12 +331,24 @@ def prepare_model(source, shapes: dict | None = None, consts: dict | None = None
         after = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
         folded = {op: before[op] - after.get(op, 0) for op in before if before[op] > after.get(op, 0)}
         why = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "") if reasons else "requested"
-        notes.append(f"shape subgraphs folded with onnxsim ({why}): {sum(before.values())} -> "
-                     f"{sum(after.values())} nodes" + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else ""))
+        notes.append(
+            f"shape subgraphs folded with onnxsim ({why}): {sum(before.values())} -> "
+            f"{sum(after.values())} nodes"
+            + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else "")
+        )
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as err:  # informative only; TVM infers its own shapes
         notes.append(f"ONNX shape inference failed ({err}); continuing")
-    return PreparedModel(path=path, model=model, sha256=digest, inputs=graph_inputs(model),
-                         outputs=graph_outputs(model), shapes=bound, consts=dict(consts or {}), notes=notes,
-                         folded=folded, precision=precision)
+    return PreparedModel(
+        path=path,
+        model=model,
+        sha256=digest,
+        inputs=graph_inputs(model),
+        outputs=graph_outputs(model),
+        shapes=bound,
+        consts=dict(consts or {}),
+        notes=notes,
+        folded=folded,
+        precision=precision,
+    )

@@ -27,8 +27,9 @@ class Precision:
 PRECISIONS = {
     "float32": Precision("float32", rtol=1e-3, atol=1e-4, description="as exported"),
     # fp16 keeps ~3 significant digits; errors grow with depth, so the bound scales with the output (atol term)
-    "float16": Precision("float16", rtol=2e-2, atol=2e-2,
-                         description="fp16 compute, fp32 accumulation in matmul/conv (ToMixedPrecision)"),
+    "float16": Precision(
+        "float16", rtol=2e-2, atol=2e-2, description="fp16 compute, fp32 accumulation in matmul/conv (ToMixedPrecision)"
+    ),
 }
 
 
@@ -36,8 +37,10 @@ def get_precision(name: str | None) -> Precision:
     name = (name or "float32").lower()
     name = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16"}.get(name, name)
     if name == "bfloat16":
-        raise TunerError("--dtype bfloat16: TVM 0.27's mixed-precision pass produces float16 only",
-                         "use --dtype float16, or export the model in bfloat16 (its kernels then compute in bf16)")
+        raise TunerError(
+            "--dtype bfloat16: TVM 0.27's mixed-precision pass produces float16 only",
+            "use --dtype float16, or export the model in bfloat16 (its kernels then compute in bf16)",
+        )
     if name not in PRECISIONS:
         raise TunerError(f"--dtype {name}: unknown precision", f"choose one of: {', '.join(PRECISIONS)}")
     return PRECISIONS[name]
@@ -52,5 +55,7 @@ def precision_pass(precision: Precision):
 
     # out_dtype is the accumulator of matmul/conv; fp32 keeps long reductions accurate. The pass casts a tensor
     # once per consumer (q, k and v each cast the same input): CSE keeps one cast kernel per tensor.
-    return tvm.transform.Sequential([relax.transform.ToMixedPrecision(out_dtype="float32"),
-                                     relax.transform.EliminateCommonSubexpr()], name="Precision" + precision.name)
+    return tvm.transform.Sequential(
+        [relax.transform.ToMixedPrecision(out_dtype="float32"), relax.transform.EliminateCommonSubexpr()],
+        name="Precision" + precision.name,
+    )

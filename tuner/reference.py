@@ -18,7 +18,9 @@ RTOL = 1e-3
 ATOL = 1e-4
 
 
-def run_onnxruntime(model_path_or_proto, inputs: dict[str, np.ndarray], threads: int | None = None) -> dict[str, np.ndarray]:
+def run_onnxruntime(
+    model_path_or_proto, inputs: dict[str, np.ndarray], threads: int | None = None
+) -> dict[str, np.ndarray]:
     import onnxruntime as ort
 
     # TVM may have pinned this thread to one core; ORT's threads would inherit that.
@@ -44,8 +46,9 @@ def run_onnxruntime(model_path_or_proto, inputs: dict[str, np.ndarray], threads:
     return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
 
 
-def compare_outputs(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                    rtol: float = RTOL, atol: float = ATOL) -> dict:
+def compare_outputs(
+    actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], rtol: float = RTOL, atol: float = ATOL
+) -> dict:
     per_output = {}
     ok = True
     worst_abs = worst_rel = 0.0
@@ -82,5 +85,11 @@ def compare_outputs(actual: dict[str, np.ndarray], expected: dict[str, np.ndarra
         per_output[name] = {"ok": out_ok, "max_abs_err": max_abs, "max_rel_err": max_rel}
         ok &= out_ok
         worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
-    return {"ok": bool(ok), "max_abs_err": worst_abs, "max_rel_err": worst_rel, "rtol": rtol, "atol": atol,
-            "outputs": per_output}
+    return {
+        "ok": bool(ok),
+        "max_abs_err": worst_abs,
+        "max_rel_err": worst_rel,
+        "rtol": rtol,
+        "atol": atol,
+        "outputs": per_output,
+    }

@@ -15,10 +15,19 @@ from .errors import TunerError
 
 # ISA features an mcpu's code relies on; checked against the host when a package is loaded.
 _MCPU_FEATURES = {
-    "znver4": ["avx512f", "avx2"], "znver5": ["avx512f", "avx2"], "sapphirerapids": ["avx512f", "avx2"],
-    "icelake-server": ["avx512f", "avx2"], "skylake-avx512": ["avx512f", "avx2"], "cascadelake": ["avx512f", "avx2"],
-    "znver3": ["avx2", "fma"], "znver2": ["avx2", "fma"], "znver1": ["avx2", "fma"], "haswell": ["avx2", "fma"],
-    "skylake": ["avx2", "fma"], "alderlake": ["avx2", "fma"], "x86-64-v3": ["avx2", "fma"],
+    "znver4": ["avx512f", "avx2"],
+    "znver5": ["avx512f", "avx2"],
+    "sapphirerapids": ["avx512f", "avx2"],
+    "icelake-server": ["avx512f", "avx2"],
+    "skylake-avx512": ["avx512f", "avx2"],
+    "cascadelake": ["avx512f", "avx2"],
+    "znver3": ["avx2", "fma"],
+    "znver2": ["avx2", "fma"],
+    "znver1": ["avx2", "fma"],
+    "haswell": ["avx2", "fma"],
+    "skylake": ["avx2", "fma"],
+    "alderlake": ["avx2", "fma"],
+    "x86-64-v3": ["avx2", "fma"],
 }
 
 
@@ -125,8 +134,9 @@ def resolve_target(spec: str) -> TargetSpec:
             return _cuda(arg)
         arch = detect_gpu_arch()
         if not arch:
-            raise TunerError("target 'cuda': no GPU found here to take the arch from",
-                             "name the arch, e.g. --target cuda:sm_90")
+            raise TunerError(
+                "target 'cuda': no GPU found here to take the arch from", "name the arch, e.g. --target cuda:sm_90"
+            )
         return _cuda(arch)
     raise TunerError(f"unknown target {spec!r}", "use one of: auto, llvm, llvm:MCPU, cuda, cuda:sm_XX")
 
@@ -136,7 +146,10 @@ def _llvm(mcpu: str | None) -> TargetSpec:
 
     mcpu = mcpu or detect_mcpu()
     if not codegen.llvm_is_valid_cpu(mcpu, "x86_64-unknown-linux-gnu") and mcpu != "generic":
-        raise TunerError(f"target llvm:{mcpu}: LLVM does not know CPU {mcpu!r}", "e.g. llvm:znver4, llvm:skylake-avx512, or plain llvm to detect")
+        raise TunerError(
+            f"target llvm:{mcpu}: LLVM does not know CPU {mcpu!r}",
+            "e.g. llvm:znver4, llvm:skylake-avx512, or plain llvm to detect",
+        )
     cores = host_cores()
     config = {"kind": "llvm", "mcpu": mcpu, "num-cores": cores}
     return TargetSpec("llvm", config, f"llvm-{mcpu}-{cores}c")
@@ -144,8 +157,16 @@ def _llvm(mcpu: str | None) -> TargetSpec:
 
 def _cuda(arch: str) -> TargetSpec:
     if not cuda_toolchain_available():
-        raise TunerError(f"target cuda:{arch}: neither nvcc nor NVRTC is available to build CUDA code",
-                         "install the CUDA toolkit (nvcc) or `pip install cuda-bindings nvidia-cuda-nvrtc`")
-    config = {"kind": "cuda", "arch": arch, "max_threads_per_block": 1024, "max_shared_memory_per_block": 49152,
-              "thread_warp_size": 32, "host": {"kind": "llvm"}}
+        raise TunerError(
+            f"target cuda:{arch}: neither nvcc nor NVRTC is available to build CUDA code",
+            "install the CUDA toolkit (nvcc) or `pip install cuda-bindings nvidia-cuda-nvrtc`",
+        )
+    config = {
+        "kind": "cuda",
+        "arch": arch,
+        "max_threads_per_block": 1024,
+        "max_shared_memory_per_block": 49152,
+        "thread_warp_size": 32,
+        "host": {"kind": "llvm"},
+    }
     return TargetSpec("cuda", config, f"cuda-{arch}")

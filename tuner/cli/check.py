@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     shapes, consts = common.parse_model_args(args)
-    from ..check import check_model
+    from ..interface.check import check_model
 
     report = check_model(args.model, shapes, consts)
     if args.json:
@@ -32,8 +32,10 @@ def render(report) -> None:
     from rich.table import Table
 
     con = common.console()
-    con.print(f"[bold]{report.path}[/]  opset {report.opset}, IR v{report.ir_version}, {sum(report.ops.values())} nodes"
-              + (f", from {report.producer}" if report.producer else ""))
+    con.print(
+        f"[bold]{report.path}[/]  opset {report.opset}, IR v{report.ir_version}, {sum(report.ops.values())} nodes"
+        + (f", from {report.producer}" if report.producer else "")
+    )
     io = Table(title="inputs and outputs", title_justify="left")
     for col in ("", "name", "dtype", "shape"):
         io.add_column(col)

@@ -35,7 +35,7 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 
 def parse_model_args(args):
-    from ..shapes import parse_consts, parse_input_shapes
+    from .shapes import parse_consts, parse_input_shapes
 
     return parse_input_shapes(args.input_shape), parse_consts(args.const)
 

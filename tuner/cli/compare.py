@@ -35,9 +35,23 @@ def main(argv: list[str]) -> int:
     from ..compare.driver import compare
 
     con = common.console()
-    doc = compare(args.model, args.output, target=args.target, fusion=args.fusion, db=args.db, trials=args.trials,
-                  ort=args.ort, repeat=args.repeat, shapes=shapes, consts=consts, precision=args.dtype, force=args.force,
-                  peak_gflops=args.peak_gflops, peak_gbps=args.peak_gbps, log=con.print)
+    doc = compare(
+        args.model,
+        args.output,
+        target=args.target,
+        fusion=args.fusion,
+        db=args.db,
+        trials=args.trials,
+        ort=args.ort,
+        repeat=args.repeat,
+        shapes=shapes,
+        consts=consts,
+        precision=args.dtype,
+        force=args.force,
+        peak_gflops=args.peak_gflops,
+        peak_gbps=args.peak_gbps,
+        log=con.print,
+    )
     con.print(f"wrote {args.output}/report.md, report.html, report.json, kernels.csv, variants.csv")
     failed = [n for n, v in doc["variants"].items() if v["status"] != "ok"]
     return 3 if failed else 0

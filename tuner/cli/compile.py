@@ -23,13 +23,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     shapes, consts = common.parse_model_args(args)
-    from ..build import compile_model
+    from ..interface.compile import compile_model
 
-    result, manifest = compile_model(args.model, args.output, target=args.target, fusion=args.fusion, db=args.db,
-                                     shapes=shapes, consts=consts, precision=args.dtype)
-    summary = {"package": args.output, "target": manifest["target"]["key"], "fusion": manifest["fusion"],
-               "kernels": manifest["kernels"], "build_seconds": manifest["build_seconds"],
-               "timings": result.timings, "preparation": manifest["preparation"], "tuning_db": manifest["tuning_db"]}
+    result, manifest = compile_model(
+        args.model,
+        args.output,
+        target=args.target,
+        fusion=args.fusion,
+        db=args.db,
+        shapes=shapes,
+        consts=consts,
+        precision=args.dtype,
+    )
+    summary = {
+        "package": args.output,
+        "target": manifest["target"]["key"],
+        "fusion": manifest["fusion"],
+        "kernels": manifest["kernels"],
+        "build_seconds": manifest["build_seconds"],
+        "timings": result.timings,
+        "preparation": manifest["preparation"],
+        "tuning_db": manifest["tuning_db"],
+    }
     if args.json:
         common.print_json(summary)
         return 0
@@ -38,9 +53,13 @@ def main(argv: list[str]) -> int:
         con.print(f"[cyan]prepared:[/] {note}")
     if manifest["tuning_db"]:
         db = manifest["tuning_db"]
-        con.print(f"tuning db {db['path']}: {db['applied']} of {db['kernels']} kernels tuned"
-                  + (f"; default schedules for: {', '.join(db['untuned'][:8])}" if db["untuned"] else ""))
-    con.print(f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
-              f"{manifest['precision']}, "
-              f"target={manifest['target']['key']}, built in {manifest['build_seconds']:.1f} s")
+        con.print(
+            f"tuning db {db['path']}: {db['applied']} of {db['kernels']} kernels tuned"
+            + (f"; default schedules for: {', '.join(db['untuned'][:8])}" if db["untuned"] else "")
+        )
+    con.print(
+        f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
+        f"{manifest['precision']}, "
+        f"target={manifest['target']['key']}, built in {manifest['build_seconds']:.1f} s"
+    )
     return 0

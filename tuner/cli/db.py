@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from .. import database as D
+    from ..tuning import database as D
 
     if args.action == "show":
         doc = D.show(args.dir)
@@ -33,14 +33,20 @@ def main(argv: list[str]) -> int:
         from rich.table import Table
 
         con = common.console()
-        con.print(f"{doc['db']}: target {doc['target']}, TVM {doc['tvm_version']}, host {doc['host']}, "
-                  f"{doc['workloads']} workloads, {doc['records']} records")
+        con.print(
+            f"{doc['db']}: target {doc['target']}, TVM {doc['tvm_version']}, host {doc['host']}, "
+            f"{doc['workloads']} workloads, {doc['records']} records"
+        )
         t = Table()
         for col in ("task", "trials", "best ms", "GFLOP/s"):
             t.add_column(col)
         for task in doc["tasks"]:
-            t.add_row(task["task"], str(task["trials"]), f"{task['best_ms']:.4f}" if task["best_ms"] else "—",
-                      f"{task['gflops']:.1f}" if task["gflops"] else "—")
+            t.add_row(
+                task["task"],
+                str(task["trials"]),
+                f"{task['best_ms']:.4f}" if task["best_ms"] else "—",
+                f"{task['gflops']:.1f}" if task["gflops"] else "—",
+            )
         con.print(t)
         for r in doc["repairs"]:
             con.print(f"[yellow]repaired:[/] {r}")
@@ -49,6 +55,8 @@ def main(argv: list[str]) -> int:
     if args.json:
         common.print_json(doc)
     else:
-        common.console().print(f"merged into {doc['db']}: {doc['added']} records added, {doc['duplicates']} duplicates "
-                               f"skipped, {doc['records']} in total")
+        common.console().print(
+            f"merged into {doc['db']}: {doc['added']} records added, {doc['duplicates']} duplicates "
+            f"skipped, {doc['records']} in total"
+        )
     return 0

@@ -13,16 +13,24 @@ COMMANDS = {
     "compare": "build with several fusion strategies and report what fusion changes",
 }
 
-INPUT_SHAPE = ("bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repeatable, and one flag may hold "
-               "several space-separated NAME:DIMS")
+INPUT_SHAPE = (
+    "bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repeatable, and one flag may hold "
+    "several space-separated NAME:DIMS"
+)
 CONST = "freeze a scalar input to a constant, NAME=VALUE (e.g. sr=16000), so branches on it can be folded"
-TARGET = ("auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
-          "GPU) or cuda:sm_XX")
-DTYPE = ("compute precision: float32 (as exported, default) or float16 (fp16 compute with fp32 accumulation in "
-         "matmul/conv; on CUDA this enables tensor cores). Verification against ONNX Runtime loosens to match")
+TARGET = (
+    "auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
+    "GPU) or cuda:sm_XX"
+)
+DTYPE = (
+    "compute precision: float32 (as exported, default) or float16 (fp16 compute with fp32 accumulation in "
+    "matmul/conv; on CUDA this enables tensor cores). Verification against ONNX Runtime loosens to match"
+)
 FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
-RPC = ("measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
-       "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine")
+RPC = (
+    "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
+    "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine"
+)
 DB = "tuning database folder to apply (records for another target are refused)"
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"
@@ -30,11 +38,14 @@ DEBUG = "show full tracebacks on errors"
 VERIFY = "ONNX model to run in ONNX Runtime on the same inputs and compare against"
 FILL = "inputs to generate when --inputs is not given (random is seeded and repeatable)"
 REPEAT = "timed runs after warm-up"
-TOLERANCE = ("outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
-             "(rtol 1e-3, atol 1e-4); integer outputs must match exactly")
+TOLERANCE = (
+    "outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
+    "(rtol 1e-3, atol 1e-4); integer outputs must match exactly"
+)
 
-COMPARE_FUSION = ("comma-separated strategies to compare (default: none,tvm); every name is checked before any "
-                  "build; known: {known}")
+COMPARE_FUSION = (
+    "comma-separated strategies to compare (default: none,tvm); every name is checked before any build; known: {known}"
+)
 COMPARE_DB = "apply one shared tuning database to every variant (kernels it does not cover keep default schedules)"
 COMPARE_TRIALS = "tune every variant with this many trials, each into its own database under OUTPUT/db/"
 COMPARE_ORT = "time ONNX Runtime on the same inputs, interleaved with the variants, as a reference column"
@@ -42,4 +53,6 @@ COMPARE_OUTPUT = "report folder: report.md, report.html, report.json, kernels.cs
 COMPARE_FORCE = "replace the output folder if it exists and is not empty"
 PEAK_GFLOPS = "the roofline's compute ceiling in GFLOP/s (default: measured here with a float32 matmul)"
 PEAK_GBPS = "the roofline's bandwidth in GB/s (default: measured here with a parallel copy)"
-COMPARE_EXIT = "exit status: 0 all variants built and ran, 3 some variant failed (the report is still written), 2 bad input"
+COMPARE_EXIT = (
+    "exit status: 0 all variants built and ran, 3 some variant failed (the report is still written), 2 bad input"
+)

@@ -9,8 +9,15 @@ import sys
 from . import help as H
 
 # subcommand -> module in tuner.cli (each has main(argv) -> int)
-SUBCOMMANDS = {"check": "check", "compile": "compile", "run": "run", "plan": "plan", "tune-model": "tune_model",
-               "db": "db", "compare": "compare"}
+SUBCOMMANDS = {
+    "check": "check",
+    "compile": "compile",
+    "run": "run",
+    "plan": "plan",
+    "tune-model": "tune_model",
+    "db": "db",
+    "compare": "compare",
+}
 
 
 def _usage() -> str:
@@ -57,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug, not bad input: still one line unless --debug
         if debug:
             raise
-        print(f"{H.PROG} {name}: internal error: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}\n"
-              f"  hint: rerun with --debug for the traceback and report it", file=sys.stderr)
+        last = str(err).strip().splitlines()[-1] if str(err).strip() else ""
+        print(
+            f"{H.PROG} {name}: internal error: {type(err).__name__}: {last}\n"
+            f"  hint: rerun with --debug for the traceback and report it",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
     shapes, consts = common.parse_model_args(args)
     from ..plan import build_plan, render_svg
 
-    plan = build_plan(args.model, target=args.target, fusion=args.fusion, shapes=shapes, consts=consts,
-                      precision=args.dtype)
+    plan = build_plan(
+        args.model, target=args.target, fusion=args.fusion, shapes=shapes, consts=consts, precision=args.dtype
+    )
     if args.json_file == "-":
         common.print_json(plan.to_json())
     else:
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
         if args.json_file:
             import json
 
-            from ..package import atomic_write
+            from ..runtime.package import atomic_write
 
             def write(tmp):
                 with open(tmp, "w") as f:
@@ -51,15 +52,25 @@ def main(argv: list[str]) -> int:
 def render(plan) -> None:
     from rich.table import Table
 
-    from ..plan import _human
+    from ..plan.render import human_bytes as _human
 
     con = common.console()
-    t = Table(title=f"{plan.model}: fusion={plan.strategy}, {plan.precision}, target={plan.target}", title_justify="left")
+    t = Table(
+        title=f"{plan.model}: fusion={plan.strategy}, {plan.precision}, target={plan.target}", title_justify="left"
+    )
     for col in ("#", "kernel", "ONNX nodes", "patterns", "in", "out", "kept on chip", "MFLOP"):
         t.add_column(col, justify="right" if col in ("#", "in", "out", "kept on chip", "MFLOP") else "left")
     for k, g in enumerate(plan.groups):
-        t.add_row(str(k) if g.launched else "view", g.name, ", ".join(g.onnx_nodes), "+".join(m.pattern for m in g.members),
-                  _human(g.input_bytes), _human(g.output_bytes), _human(g.intermediate_bytes), f"{g.flops / 1e6:.2f}")
+        t.add_row(
+            str(k) if g.launched else "view",
+            g.name,
+            ", ".join(g.onnx_nodes),
+            "+".join(m.pattern for m in g.members),
+            _human(g.input_bytes),
+            _human(g.output_bytes),
+            _human(g.intermediate_bytes),
+            f"{g.flops / 1e6:.2f}",
+        )
     con.print(t)
     reasons = {}
     for b in plan.boundaries:
@@ -69,8 +80,10 @@ def render(plan) -> None:
         ex = items[0]
         con.print(f"  {len(items):>3} × {reason}   e.g. {ex.producer} → {ex.consumer}")
     s = plan.summary()
-    con.print(f"kernels {s['kernels_before']} → {s['kernels_after']} ({s['launches_saved']} launches saved); "
-              f"intermediates kept off global memory: {_human(s['intermediate_bytes_saved'])} "
-              f"(≈{_human(s['global_traffic_saved_bytes'])} of traffic)")
+    con.print(
+        f"kernels {s['kernels_before']} → {s['kernels_after']} ({s['launches_saved']} launches saved); "
+        f"intermediates kept off global memory: {_human(s['intermediate_bytes_saved'])} "
+        f"(≈{_human(s['global_traffic_saved_bytes'])} of traffic)"
+    )
     for n in plan.notes:
         con.print(f"[cyan]note:[/] {n}")

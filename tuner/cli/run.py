@@ -30,10 +30,19 @@ def main(argv: list[str]) -> int:
         from ..errors import TunerError
 
         raise TunerError("--repeat must be at least 1")
-    from ..inference import run_package
+    from ..interface.run import run_package
 
-    result = run_package(args.package, inputs=args.inputs, fill=args.fill, seed=args.seed, outputs=args.outputs,
-                         verify=args.verify, repeat=args.repeat, warmup=args.warmup, device=args.device)
+    result = run_package(
+        args.package,
+        inputs=args.inputs,
+        fill=args.fill,
+        seed=args.seed,
+        outputs=args.outputs,
+        verify=args.verify,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        device=args.device,
+    )
     if args.json:
         common.print_json(result)
     else:
@@ -46,9 +55,12 @@ def render(result) -> None:
 
     con = common.console()
     lat = result["latency_ms"]
-    t = Table(title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, "
-                    f"{result['precision']}, {result['kernels']} kernels, "
-                    f"{lat['runs']} runs)", title_justify="left")
+    t = Table(
+        title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, "
+        f"{result['precision']}, {result['kernels']} kernels, "
+        f"{lat['runs']} runs)",
+        title_justify="left",
+    )
     for col in ("mean", "median", "p90", "min", "max", "std"):
         t.add_column(col + " ms", justify="right")
     t.add_row(*(f"{lat[k]:.3f}" for k in ("mean", "median", "p90", "min", "max", "std")))
@@ -58,8 +70,10 @@ def render(result) -> None:
     v = result.get("verify")
     if v:
         status = "[green]PASS[/]" if v["ok"] else "[red]FAIL[/]"
-        con.print(f"verify vs ONNX Runtime: {status}  max_abs_err={v['max_abs_err']:.3g}  "
-                  f"max_rel_err={v['max_rel_err']:.3g}  (rtol {v['rtol']}, atol {v['atol']})")
+        con.print(
+            f"verify vs ONNX Runtime: {status}  max_abs_err={v['max_abs_err']:.3g}  "
+            f"max_rel_err={v['max_rel_err']:.3g}  (rtol {v['rtol']}, atol {v['atol']})"
+        )
         for name, o in v["outputs"].items():
             if not o["ok"]:
                 detail = o.get("error") or f"max_abs_err={o['max_abs_err']:.3g}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..errors import TunerError
 from . import common
 from . import help as H
-from ..errors import TunerError
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -25,16 +25,22 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
-    p.add_argument("--trials", type=int, default=64,
-                   help="total measured candidates for the whole model (all tasks together); the gradient task "
-                        "scheduler spends them where they cut end-to-end latency most")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=64,
+        help="total measured candidates for the whole model (all tasks together); the gradient task "
+        "scheduler spends them where they cut end-to-end latency most",
+    )
     p.add_argument("--max-trials-per-task", type=int, help="cap per task")
     p.add_argument("--time-budget", help="stop cleanly when this much time has passed (90s, 20m, 2h)")
     p.add_argument("--early-stopping", type=int, help="stop after this many rounds without improvement")
     p.add_argument("--db", help="tuning database folder (default logs/<model>-<sha8>/<target-key>/)")
-    p.add_argument("--resume", action="store_true",
-                   help="count trials already in the database against --trials and start the cost model from "
-                        "the saved one")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="count trials already in the database against --trials and start the cost model from the saved one",
+    )
     p.add_argument("--only", action="append", default=[], help="tune only tasks whose name matches (glob or substring)")
     p.add_argument("--skip", action="append", default=[], help="do not tune tasks whose name matches")
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
@@ -57,16 +63,37 @@ def main(argv: list[str]) -> int:
 
     if args.trials_per_iter < 1:
         raise TunerError("--trials-per-iter must be >= 1")
-    knobs = Knobs(trials=args.trials, max_trials_per_task=args.max_trials_per_task,
-                  num_trials_per_iter=args.trials_per_iter, time_budget_s=parse_duration(args.time_budget),
-                  early_stopping=args.early_stopping, cost_model=args.cost_model, search=args.search, seed=args.seed,
-                  only=tuple(args.only), skip=tuple(args.skip), rpc=args.rpc)
-    from ..tune_model import tune_model
+    knobs = Knobs(
+        trials=args.trials,
+        max_trials_per_task=args.max_trials_per_task,
+        num_trials_per_iter=args.trials_per_iter,
+        time_budget_s=parse_duration(args.time_budget),
+        early_stopping=args.early_stopping,
+        cost_model=args.cost_model,
+        search=args.search,
+        seed=args.seed,
+        only=tuple(args.only),
+        skip=tuple(args.skip),
+        rpc=args.rpc,
+    )
+    from ..interface.tune_model import tune_model
 
     quiet = args.quiet or args.json
-    summary = tune_model(args.model, args.output, target=args.target, fusion=args.fusion, knobs=knobs, db=args.db,
-                         resume=args.resume, shapes=shapes, consts=consts, precision=args.dtype, verify=not args.no_verify,
-                         progress=None if quiet else _progress_printer(), verbose=args.verbose)
+    summary = tune_model(
+        args.model,
+        args.output,
+        target=args.target,
+        fusion=args.fusion,
+        knobs=knobs,
+        db=args.db,
+        resume=args.resume,
+        shapes=shapes,
+        consts=consts,
+        precision=args.dtype,
+        verify=not args.no_verify,
+        progress=None if quiet else _progress_printer(),
+        verbose=args.verbose,
+    )
     if args.json:
         common.print_json(summary)
     else:
@@ -83,8 +110,15 @@ def _task_table(tasks: list[dict], title):
     for col in ("task", "MFLOP", "weight", "trials", "best ms", "GFLOP/s", "note"):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
     for s in tasks:
-        t.add_row(s["task"], f"{s['flops'] / 1e6:.2f}", str(s["weight"]), str(s["trials"]),
-                  _fmt(s["best_ms"], "{:.4f}"), _fmt(s["gflops"], "{:.1f}"), s["skipped"] or s.get("note") or "")
+        t.add_row(
+            s["task"],
+            f"{s['flops'] / 1e6:.2f}",
+            str(s["weight"]),
+            str(s["trials"]),
+            _fmt(s["best_ms"], "{:.4f}"),
+            _fmt(s["gflops"], "{:.1f}"),
+            s["skipped"] or s.get("note") or "",
+        )
     return t
 
 
@@ -98,8 +132,13 @@ def _progress_printer():
     def show(states, spent, budget, elapsed):
         eta = elapsed / spent * (budget - spent) if spent else float("nan")
         bar = int(30 * spent / max(budget, 1))
-        con.print(_task_table([st.to_json() for st in states], f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
-                                      f"{elapsed:.0f} s elapsed, ETA {eta:.0f} s"))
+        con.print(
+            _task_table(
+                [st.to_json() for st in states],
+                f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
+                f"{elapsed:.0f} s elapsed, ETA {eta:.0f} s",
+            )
+        )
 
     return show
 
@@ -107,8 +146,10 @@ def _progress_printer():
 def render(summary) -> None:
     con = common.console()
     con.print(_task_table(summary["tasks"], f"{summary['model']} on {summary['target']} (fusion={summary['fusion']})"))
-    con.print(f"trials this run: {summary['trials']} (database holds {summary['trials_in_db']}), "
-              f"{summary['tune_seconds']} s, stopped: {summary['stopped']}; database: {summary['db']}")
+    con.print(
+        f"trials this run: {summary['trials']} (database holds {summary['trials_in_db']}), "
+        f"{summary['tune_seconds']} s, stopped: {summary['stopped']}; database: {summary['db']}"
+    )
     if summary["shared_workloads"]:
         con.print(f"reused records of {summary['shared_workloads']} kernel(s) tuned for other models")
     for r in summary.get("repairs") or []:
@@ -116,8 +157,14 @@ def render(summary) -> None:
     if not summary.get("package"):
         con.print("[yellow]interrupted: database is consistent; rerun with --resume to continue[/]")
         return
-    con.print(f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
-              + (f"; default schedules: {', '.join(summary['default_schedules'][:10])}" if summary["default_schedules"] else ""))
+    con.print(
+        f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
+        + (
+            f"; default schedules: {', '.join(summary['default_schedules'][:10])}"
+            if summary["default_schedules"]
+            else ""
+        )
+    )
     lat = summary.get("latency_ms")
     if lat:
         con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
@@ -125,5 +172,6 @@ def render(summary) -> None:
         con.print(f"[cyan]note:[/] {summary['note']}")
     v = summary.get("verify")
     if v:
-        con.print(f"verify vs ONNX Runtime: {'[green]PASS[/]' if v['ok'] else '[red]FAIL[/]'} max_abs_err={v['max_abs_err']:.3g}")
+        verdict = "[green]PASS[/]" if v["ok"] else "[red]FAIL[/]"
+        con.print(f"verify vs ONNX Runtime: {verdict} max_abs_err={v['max_abs_err']:.3g}")
     con.print(f"[green]wrote[/] {summary['package']}")

@@ -1,11 +1,11 @@
 """`compare`: build one model with several fusion strategies and measure what fusion changes.
 
-    kernels.py  static metrics read from each built module (launches, traffic, FLOPs, parallelism, footprint)
-    machine.py  this machine's measured limits: per-launch cost, peak GFLOP/s and GB/s
-    timing.py   interleaved latency and a per-kernel time profile from the VM's instrument hook
-    plots.py    the pictures
-    report.py   verdict, report.md / report.html / report.json / kernels.csv
-    driver.py   the interface function `compare()` the CLI calls
+kernels.py  static metrics read from each built module (launches, traffic, FLOPs, parallelism, footprint)
+machine.py  this machine's measured limits: per-launch cost, peak GFLOP/s and GB/s
+timing.py   interleaved latency and a per-kernel time profile from the VM's instrument hook
+plots.py    the pictures
+report.py   verdict, report.md / report.html / report.json / kernels.csv
+driver.py   the interface function `compare()` the CLI calls
 """
 
 # interface: tuner.compare.driver.compare

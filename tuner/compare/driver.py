@@ -47,8 +47,9 @@ def prepare_output_dir(path: str, force: bool, dry_run: bool = False) -> None:
         raise TunerError(f"-o {path}: exists and is not a folder")
     if os.path.isdir(path) and os.listdir(path):
         if not force:
-            raise TunerError(f"output folder {path} exists and is not empty",
-                             "pass --force to replace it, or choose another -o")
+            raise TunerError(
+                f"output folder {path} exists and is not empty", "pass --force to replace it, or choose another -o"
+            )
         if dry_run:
             return
         shutil.rmtree(path)
@@ -57,25 +58,40 @@ def prepare_output_dir(path: str, force: bool, dry_run: bool = False) -> None:
     os.makedirs(path, exist_ok=True)
 
 
-def compare(model: str, output_dir: str, target: str = "auto", fusion: str | None = None, db: str | None = None,
-            trials: int | None = None, ort: bool = False, repeat: int = 20, shapes=None, consts=None,
-            force: bool = False, peak_gflops: float | None = None, peak_gbps: float | None = None,
-            log=print, precision: str | None = None) -> dict:
+def compare(
+    model: str,
+    output_dir: str,
+    target: str = "auto",
+    fusion: str | None = None,
+    db: str | None = None,
+    trials: int | None = None,
+    ort: bool = False,
+    repeat: int = 20,
+    shapes=None,
+    consts=None,
+    force: bool = False,
+    peak_gflops: float | None = None,
+    peak_gbps: float | None = None,
+    log=print,
+    precision: str | None = None,
+) -> dict:
     from ..onnx_model import prepare_model
     from ..target import detect_gpu_arch, resolve_target
     from .report import write_report
 
     strategies = parse_strategies(fusion)
     if db and trials:
-        raise TunerError("give --db or --trials, not both", "--db applies one shared database to every variant; "
-                         "--trials tunes each variant with that budget")
+        raise TunerError(
+            "give --db or --trials, not both",
+            "--db applies one shared database to every variant; --trials tunes each variant with that budget",
+        )
     if trials is not None and trials <= 0:
         raise TunerError("--trials must be > 0")
     if repeat < 3:
         raise TunerError("--repeat must be >= 3 (percentiles need a few runs)")
     spec = resolve_target(target)
     if db:
-        from ..database import open_database
+        from ..tuning.database import open_database
 
         open_database(db, spec)  # wrong target or missing folder: refuse before building
     runs_here = not spec.is_gpu or bool(detect_gpu_arch())
@@ -87,14 +103,17 @@ def compare(model: str, output_dir: str, target: str = "auto", fusion: str | Non
     t_start = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
     prepare_output_dir(output_dir, force)
-    log(f"compare {prepared.name} on {spec.key}: {', '.join(strategies)}"
-        + (f", tuned with {trials} trials each" if trials else f", tuned from {db}" if db else ", untuned"))
+    log(
+        f"compare {prepared.name} on {spec.key}: {', '.join(strategies)}"
+        + (f", tuned with {trials} trials each" if trials else f", tuned from {db}" if db else ", untuned")
+    )
 
     variants: list[Variant] = []
     for s in strategies:
         paired = bool(trials or db)  # untuned and tuned side by side: name both
-        variants.append(_build_variant(prepared, spec, s, f"{s}/untuned" if paired else s, tuned=False, db=None,
-                                       log=log))
+        variants.append(
+            _build_variant(prepared, spec, s, f"{s}/untuned" if paired else s, tuned=False, db=None, log=log)
+        )
         if paired:
             vdb = db or os.path.join(output_dir, "db", s.replace("+", "_"))
             variants.append(_build_variant(prepared, spec, s, f"{s}/tuned", tuned=True, db=vdb, trials=trials, log=log))
@@ -103,8 +122,19 @@ def compare(model: str, output_dir: str, target: str = "auto", fusion: str | Non
 
     limits = machine_limits(spec, peak_gflops, peak_gbps, measure_launch=runs_here)
     measured = _measure(prepared, variants, spec, repeat, ort, runs_here, log) if runs_here else {}
-    doc = _document(prepared, spec, strategies, variants, limits, measured, trials, db, repeat,
-                    time.perf_counter() - t_start, runs_here)
+    doc = _document(
+        prepared,
+        spec,
+        strategies,
+        variants,
+        limits,
+        measured,
+        trials,
+        db,
+        repeat,
+        time.perf_counter() - t_start,
+        runs_here,
+    )
     write_report(doc, variants, output_dir)
     log(doc["verdict"])
     return doc
@@ -124,28 +154,41 @@ def _build_variant(prepared, spec, strategy_name, name: str, tuned: bool, db, lo
         v.build = build_prepared(prepared, spec, strategy, db if tuned else None)
         v.static = static_metrics(v.build.fused_mod, spec.tvm_target())
         v.doc["tuned_kernels"] = v.build.db_info["applied"] if v.build.db_info else 0
-        v.doc["default_schedule_kernels"] = (v.build.db_info["untuned"] if v.build.db_info
-                                             else sorted({k.kernel for k in v.static.kernels}))
+        v.doc["default_schedule_kernels"] = (
+            v.build.db_info["untuned"] if v.build.db_info else sorted({k.kernel for k in v.static.kernels})
+        )
     except TunerError as err:
         v.status, v.error = "failed", err.message
     except Exception as err:  # a build bug in one variant must not lose the others
-        v.status, v.error = "failed", f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
+        v.status, v.error = (
+            "failed",
+            f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}",
+        )
     v.doc["build_s"] = round(time.perf_counter() - t0, 2)
-    log(f"  {name}: " + (f"{v.static.launches} kernels, built in {v.doc['build_s']} s" if v.status == "ok"
-                         else f"FAILED: {v.error}"))
+    log(
+        f"  {name}: "
+        + (f"{v.static.launches} kernels, built in {v.doc['build_s']} s" if v.status == "ok" else f"FAILED: {v.error}")
+    )
     return v
 
 
 def _tune(prepared, spec, strategy, db_dir, trials) -> None:
+    from ..interface.tune_model import quiet_tvm_logs
     from ..lowering import import_for, lower
-    from ..tune_model import quiet_tvm_logs
     from ..tuning import Knobs, tune
 
     quiet_tvm_logs(False)
     mod, params, _ = import_for(prepared, strategy)
     fused = lower(mod, spec, strategy, params=params)
-    tune(fused, spec, db_dir, Knobs(trials=trials), resume=True, model_key=f"{prepared.name}-{prepared.sha256[:8]}",
-         fusion=strategy.name)
+    tune(
+        fused,
+        spec,
+        db_dir,
+        Knobs(trials=trials),
+        resume=True,
+        model_key=f"{prepared.name}-{prepared.sha256[:8]}",
+        fusion=strategy.name,
+    )
 
 
 def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
@@ -160,8 +203,9 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
     precision = get_precision(prepared.precision)
 
     dev = tvm.cuda(0) if spec.is_gpu else tvm.cpu(0)
-    feed = make_inputs([{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype}
-                        for i in prepared.inputs])
+    feed = make_inputs(
+        [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+    )
     reference = run_onnxruntime(prepared.model, feed)
     runnables = []
     for v in variants:
@@ -232,8 +276,9 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
                 m["vs_unfused"] = {
                     "launches_saved": b.launches - s.launches,
                     "intermediate_traffic_removed_bytes": b.intermediate_traffic_bytes - s.intermediate_traffic_bytes,
-                    "intermediate_traffic_removed_pct": _pct(b.intermediate_traffic_bytes - s.intermediate_traffic_bytes,
-                                                             b.intermediate_traffic_bytes),
+                    "intermediate_traffic_removed_pct": _pct(
+                        b.intermediate_traffic_bytes - s.intermediate_traffic_bytes, b.intermediate_traffic_bytes
+                    ),
                     "traffic_removed_pct": _pct(b.traffic_bytes - s.traffic_bytes, b.traffic_bytes),
                     # FuseOps never duplicates a producer, so extra FLOPs mean a pass recomputed something
                     "recomputed_flops": max(0.0, s.flops - b.flops),
@@ -256,16 +301,24 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
             d["kernel_time_us"] = sum(p["total_us"] for p in prof.values()) if prof else None
         out[v.name] = d
     doc = {
-        "model": {"file": prepared.path, "name": prepared.name, "sha256": prepared.sha256,
-                  "inputs": {i.name: list(prepared.shapes[i.name]) for i in prepared.inputs}},
-        "target": spec.key, "precision": prepared.precision, "tvm_version": tvm.__version__,
+        "model": {
+            "file": prepared.path,
+            "name": prepared.name,
+            "sha256": prepared.sha256,
+            "inputs": {i.name: list(prepared.shapes[i.name]) for i in prepared.inputs},
+        },
+        "target": spec.key,
+        "precision": prepared.precision,
+        "tvm_version": tvm.__version__,
         "strategies": strategies,
         "tuning": {"trials_per_variant": trials} if trials else {"shared_db": db} if db else None,
-        "repeat": repeat, "measured": runs_here,
+        "repeat": repeat,
+        "measured": runs_here,
         "machine": limits.to_json(),
         "variants": out,
         "reference": {"onnxruntime": {k: v for k, v in latency["onnxruntime"].items() if k != "samples_ms"}}
-        if "onnxruntime" in latency else None,
+        if "onnxruntime" in latency
+        else None,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "wall_seconds": round(wall_s, 1),
     }

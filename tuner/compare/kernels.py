@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from ..ir import flops, nbytes, primfuncs, product, storage
+
 
 @dataclass
 class KernelMetrics:
@@ -79,26 +81,32 @@ class StaticMetrics:
         if not ext:
             return {"median": 0, "min": 0, "max": 0, "serial_kernels": 0, "flops_weighted": 0.0}
         total = self.flops or 1.0
-        return {"median": ext[len(ext) // 2], "min": ext[0], "max": ext[-1],
-                "serial_kernels": sum(e <= 1 for e in ext),
-                # how parallel the average FLOP is: horizontal fusion widens kernels, vertical keeps the extent
-                "flops_weighted": sum(k.parallel_extent * k.flops for k in self.kernels) / total}
+        return {
+            "median": ext[len(ext) // 2],
+            "min": ext[0],
+            "max": ext[-1],
+            "serial_kernels": sum(e <= 1 for e in ext),
+            # how parallel the average FLOP is: horizontal fusion widens kernels, vertical keeps the extent
+            "flops_weighted": sum(k.parallel_extent * k.flops for k in self.kernels) / total,
+        }
 
     def to_json(self) -> dict:
-        return {"launches": self.launches, "flops": self.flops, "bytes_read": self.bytes_read,
-                "bytes_written": self.bytes_written, "traffic_bytes": self.traffic_bytes,
-                "intensity": self.intensity, "intermediate_tensors": self.intermediate_tensors,
-                "intermediate_bytes": self.intermediate_bytes,
-                "intermediate_traffic_bytes": self.intermediate_traffic_bytes, "weight_bytes": self.weight_bytes,
-                "planned_storage_bytes": self.planned_storage_bytes,
-                "unplanned_storage_bytes": self.unplanned_storage_bytes,
-                "parallelism": self.parallel_summary(), "notes": self.notes}
-
-
-def nbytes(ty) -> int:
-    from ..plan import _nbytes
-
-    return _nbytes(ty)
+        return {
+            "launches": self.launches,
+            "flops": self.flops,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "traffic_bytes": self.traffic_bytes,
+            "intensity": self.intensity,
+            "intermediate_tensors": self.intermediate_tensors,
+            "intermediate_bytes": self.intermediate_bytes,
+            "intermediate_traffic_bytes": self.intermediate_traffic_bytes,
+            "weight_bytes": self.weight_bytes,
+            "planned_storage_bytes": self.planned_storage_bytes,
+            "unplanned_storage_bytes": self.unplanned_storage_bytes,
+            "parallelism": self.parallel_summary(),
+            "notes": self.notes,
+        }
 
 
 # extents print as `8` or `T.int64(8)`
@@ -117,8 +125,8 @@ def parallelism(script: str) -> tuple[int, int | None, int | None]:
     for axis, n in [(a, int(n)) for n, a in _BIND.findall(script)] + [(a, int(n)) for a, n in _LAUNCH.findall(script)]:
         axes[axis] = max(axes.get(axis, 1), n)
     if axes:
-        grid = _product(n for a, n in axes.items() if a.startswith("blockIdx")) or 1
-        block = _product(n for a, n in axes.items() if a.startswith("threadIdx")) or 1
+        grid = product(n for a, n in axes.items() if a.startswith("blockIdx")) or 1
+        block = product(n for a, n in axes.items() if a.startswith("threadIdx")) or 1
         return grid * block, grid, block
     best, current, depth_stack = 1, 1, []
     # Walk lines: a parallel loop's extent multiplies with enclosing parallel loops (by indentation).
@@ -135,19 +143,10 @@ def parallelism(script: str) -> tuple[int, int | None, int | None]:
     return best, None, None
 
 
-def _product(values) -> int:
-    out = 0
-    for v in values:
-        out = v if out == 0 else out * v
-    return out
-
-
 def static_metrics(fused_mod, target) -> StaticMetrics:
     """Metrics of the module `build_prepared` compiled (after fusion, tuned records and GPU scheduling)."""
     import tvm
     from tvm import relax
-
-    from ..lowering import primfuncs
 
     mod = relax.transform.RewriteDataflowReshape()(fused_mod)
     funcs = primfuncs(mod)
@@ -179,15 +178,22 @@ def static_metrics(fused_mod, target) -> StaticMetrics:
                     elif isinstance(a, relax.Var):
                         readers.setdefault(alias.get(a, a), set()).add(idx)
                 if name not in flops_cache:
-                    flops_cache[name] = _flops(funcs.get(name))
+                    flops_cache[name] = flops(funcs.get(name))
                     par_cache[name] = parallelism(funcs[name].script()) if name in funcs else (1, None, None)
                 ext, grid, blk = par_cache[name]
-                kernels.append(KernelMetrics(idx, name, b.var.name, flops_cache[name], read, nbytes(b.var.ty),
-                                             weight, ext, grid, blk))
+                kernels.append(
+                    KernelMetrics(
+                        idx, name, b.var.name, flops_cache[name], read, nbytes(b.var.ty), weight, ext, grid, blk
+                    )
+                )
                 producer[b.var] = idx
             elif isinstance(v, relax.Var):
                 alias[b.var] = alias.get(v, v)
-            elif isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.reshape" and isinstance(v.args[0], relax.Var):
+            elif (
+                isinstance(v, relax.Call)
+                and getattr(v.op, "name", "") == "relax.reshape"
+                and isinstance(v.args[0], relax.Var)
+            ):
                 alias[b.var] = alias.get(v.args[0], v.args[0])
             elif isinstance(v, relax.TupleGetItem) and isinstance(v.tuple_value, relax.Var):
                 alias[b.var] = alias.get(v.tuple_value, v.tuple_value)
@@ -195,9 +201,10 @@ def static_metrics(fused_mod, target) -> StaticMetrics:
     inter = [t for t in producer if readers.get(t) and t not in out_roots]
     inter_bytes = sum(nbytes(t.ty) for t in inter)
     inter_traffic = sum(nbytes(t.ty) * (1 + len(readers[t])) for t in inter)
-    planned, unplanned = _storage(fused_mod, target)
-    return StaticMetrics(kernels, len(inter), inter_bytes, inter_traffic, sum(weights.values()), planned, unplanned,
-                         notes)
+    planned, unplanned = storage(fused_mod, target)
+    return StaticMetrics(
+        kernels, len(inter), inter_bytes, inter_traffic, sum(weights.values()), planned, unplanned, notes
+    )
 
 
 def _returned_vars(expr) -> list:
@@ -208,52 +215,3 @@ def _returned_vars(expr) -> list:
     if isinstance(expr, relax.Tuple):
         return [x for f in expr.fields for x in _returned_vars(f)]
     return []
-
-
-def _flops(func) -> float:
-    if func is None:
-        return 0.0
-    from ..plan import _flops as estimate
-
-    return estimate(func)
-
-
-def memory_footprint(fused_mod, target) -> dict:
-    """What one inference holds on the device: weights (distinct constants) and planned intermediate storage.
-    Inputs and outputs come on top. Recorded in packages so an out-of-memory error can say what was needed."""
-    import tvm
-    from tvm import relax
-
-    constants = set()  # ObjectRefs hash by identity: a constant used twice counts once
-
-    def visit(expr):
-        if isinstance(expr, tvm.ir.expr.Constant):
-            constants.add(expr)
-
-    relax.analysis.post_order_visit(fused_mod["main"], visit)
-    planned, _ = _storage(fused_mod, target)
-    return {"weights_bytes": sum(nbytes(c.ty) for c in constants), "intermediate_bytes": planned}
-
-
-def _storage(fused_mod, target) -> tuple[int, int]:
-    """(planned, unplanned) bytes of intermediate storage: StaticPlanBlockMemory's `alloc_storage` sizes,
-    and the sum of every tensor it placed (what a planner-less runtime would hold)."""
-    import tvm
-    from tvm import relax
-
-    t = relax.transform
-    seq = tvm.transform.Sequential([t.RewriteDataflowReshape(), t.ToNonDataflow(), t.RemovePurityChecking(),
-                                    t.CallTIRRewrite(), t.StaticPlanBlockMemory()])
-    with target, tvm.transform.PassContext(opt_level=3):
-        planned_mod = seq(fused_mod)
-    storage_op = tvm.ir.Op.get("relax.memory.alloc_storage")
-    tensor_op = tvm.ir.Op.get("relax.memory.alloc_tensor")
-    planned = unplanned = 0
-    for block in planned_mod["main"].body.blocks:
-        for b in block.bindings:
-            v = b.value
-            if isinstance(v, relax.Call) and v.op == storage_op and isinstance(v.args[0], relax.ShapeExpr):
-                planned += _product(int(x) for x in v.args[0].values) or 0
-            elif isinstance(v, relax.Call) and v.op == tensor_op:
-                unplanned += nbytes(b.var.ty)
-    return planned, unplanned

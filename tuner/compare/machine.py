@@ -44,20 +44,21 @@ def measure_peak_gflops(n: int = 1024, repeat: int = 5) -> float:
     a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
     b = a.copy()
     a @ b  # warm-up (BLAS thread pool)
-    return 2 * n ** 3 / _best_time(lambda: a @ b, repeat) / 1e9
+    return 2 * n**3 / _best_time(lambda: a @ b, repeat) / 1e9
 
 
 def measure_peak_gbps(mib: int = 128, repeat: int = 5) -> float:
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    src = np.ones(mib * 2 ** 20 // 4, dtype=np.float32)
+    src = np.ones(mib * 2**20 // 4, dtype=np.float32)
     dst = np.empty_like(src)
     workers = os.cpu_count() or 1
     # one slice per core: numpy releases the GIL while copying, so the copies run in parallel
     bounds = np.linspace(0, src.size, workers + 1).astype(int)
     slices = [slice(a, b) for a, b in zip(bounds, bounds[1:])]
     with ThreadPoolExecutor(workers) as pool:
+
         def copy():
             list(pool.map(lambda s: np.copyto(dst[s], src[s]), slices))
 
@@ -75,8 +76,9 @@ def _chain(k: int):
             y = x
             for i in range(k):
                 # a distinct constant per add keeps each launch a separate kernel
-                y = bb.emit_te(lambda t, c=float(i + 1): topi.add(t, te.const(c, "float32")), y,
-                               primfunc_name_hint=f"add{i}")
+                y = bb.emit_te(
+                    lambda t, c=float(i + 1): topi.add(t, te.const(c, "float32")), y, primfunc_name_hint=f"add{i}"
+                )
             out = bb.emit_output(y)
         bb.emit_func_output(out)
     return bb.get()
@@ -106,7 +108,7 @@ def measure_launch_us(target_spec, k: int = 64, repeat: int = 200) -> float | No
         for _ in range(10):
             vm["main"](x)
 
-        def run():
+        def run(vm=vm, x=x):
             vm["main"](x)
             dev.sync()
 
@@ -120,16 +122,19 @@ def measure_launch_us(target_spec, k: int = 64, repeat: int = 200) -> float | No
     return max(0.0, (times[k] - times[1]) / (k - 1) * 1e6)
 
 
-def machine_limits(target_spec, peak_gflops: float | None = None, peak_gbps: float | None = None,
-                   measure_launch: bool = True) -> MachineLimits:
+def machine_limits(
+    target_spec, peak_gflops: float | None = None, peak_gbps: float | None = None, measure_launch: bool = True
+) -> MachineLimits:
     source = {"launch_us": "measured (VM, chained 1-element kernels)" if measure_launch else "not measured"}
     if target_spec.is_gpu and (peak_gflops is None or peak_gbps is None):
         # the numpy probes measure the host CPU, not the GPU
         if peak_gflops is None or peak_gbps is None:
             from ..errors import TunerError
 
-            raise TunerError(f"compare --target {target_spec.key}: give the GPU's roofline with --peak-gflops and "
-                             "--peak-gbps", "e.g. H100 SXM fp32: --peak-gflops 67000 --peak-gbps 3350")
+            raise TunerError(
+                f"compare --target {target_spec.key}: give the GPU's roofline with --peak-gflops and --peak-gbps",
+                "e.g. H100 SXM fp32: --peak-gflops 67000 --peak-gbps 3350",
+            )
     if peak_gflops is None:
         peak_gflops, source["peak_gflops"] = measure_peak_gflops(), "measured (numpy float32 matmul 1024^3, best of 5)"
     else:

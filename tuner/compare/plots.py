@@ -21,7 +21,7 @@ def _ok(doc):
 
 
 def _mb(x):
-    return x / 2 ** 20
+    return x / 2**20
 
 
 def latency(doc, path) -> bool:
@@ -40,7 +40,9 @@ def latency(doc, path) -> bool:
     ref = (doc.get("reference") or {}).get("onnxruntime")
     if ref:
         ax.axvline(ref["median"], color="#888", ls="--", lw=1)
-        ax.annotate(f"ONNX Runtime {ref['median']:.3g} ms", (ref["median"], len(names) + 0.45), fontsize=8, color="#555")
+        ax.annotate(
+            f"ONNX Runtime {ref['median']:.3g} ms", (ref["median"], len(names) + 0.45), fontsize=8, color="#555"
+        )
     ax.invert_yaxis()  # first variant on top, as in the tables
     ax.set_xlabel("latency per inference (ms), interleaved runs")
     ax.set_xscale("log" if max(max(d) for d in data) / max(min(min(d) for d in data), 1e-9) > 20 else "linear")
@@ -74,8 +76,16 @@ def roofline(doc, path) -> bool:
         ys = [k["gflops"] if measured else k["roofline_gflops"] for k in ks]
         times = [k.get("time_us") or 1.0 for k in ks]
         tmax = max(times)
-        ax.scatter([k["intensity"] for k in ks], ys, s=[12 + 180 * math.sqrt(t / tmax) for t in times], alpha=0.55,
-                   color=c, label=f"{name} ({len(v['kernels'])} kernels)", edgecolors="white", linewidths=0.5)
+        ax.scatter(
+            [k["intensity"] for k in ks],
+            ys,
+            s=[12 + 180 * math.sqrt(t / tmax) for t in times],
+            alpha=0.55,
+            color=c,
+            label=f"{name} ({len(v['kernels'])} kernels)",
+            edgecolors="white",
+            linewidths=0.5,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("compute density (FLOPs per byte of global memory)")
@@ -127,8 +137,9 @@ def kernel_time(doc, path, top: int = 8) -> bool:
     if not variants:
         return False
     plt = _plt()
-    fig, axes = plt.subplots(len(variants), 1, figsize=(9, 1.0 + 0.28 * (top + 1) * len(variants) + 0.4 * len(variants)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(variants), 1, figsize=(9, 1.0 + 0.28 * (top + 1) * len(variants) + 0.4 * len(variants)), squeeze=False
+    )
     for ax, (name, v) in zip(axes[:, 0], variants.items()):
         per = {}
         for k in v["kernels"]:
@@ -137,7 +148,9 @@ def kernel_time(doc, path, top: int = 8) -> bool:
         ranked = sorted(per.items(), key=lambda kv: -kv[1])
         shown = ranked[:top]
         rest = sum(t for _, t in ranked[top:])
-        labels = [n if len(n) <= 60 else n[:57] + "..." for n, _ in shown] + ([f"{len(ranked) - top} others"] if rest else [])
+        labels = [n if len(n) <= 60 else n[:57] + "..." for n, _ in shown] + (
+            [f"{len(ranked) - top} others"] if rest else []
+        )
         values = [t / 1e3 for _, t in shown] + ([rest / 1e3] if rest else [])
         ax.barh(labels, values, color=COLORS[0])
         ax.invert_yaxis()

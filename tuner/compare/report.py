@@ -8,7 +8,7 @@ import html
 import json
 import os
 
-from ..package import atomic_write
+from ..runtime.package import atomic_write
 from . import plots
 
 
@@ -43,22 +43,29 @@ def verdict(doc) -> str:
         failed = [n for n, v in doc["variants"].items() if v["status"] != "ok"]
         fused = [st for st in doc["strategies"] if st != "none"]
         chosen = "tvm" if "tvm" in fused else (fused[0] if fused else "none")
-        return ("no fused-vs-unfused pair could be compared"
-                + (f" (failed: {', '.join(failed)})" if failed else " (compare `none` with a fused strategy)")
-                + "." + _others_vs(doc, chosen))
+        return (
+            "no fused-vs-unfused pair could be compared"
+            + (f" (failed: {', '.join(failed)})" if failed else " (compare `none` with a fused strategy)")
+            + "."
+            + _others_vs(doc, chosen)
+        )
     none, fused = (none_u, fused_u) if none_u and fused_u else (none_t, fused_t)
     mn, mf = none[1]["metrics"], fused[1]["metrics"]
     removed = mf["vs_unfused"]["intermediate_traffic_removed_pct"]
-    text = (f"fusion ({fused[1]['strategy']}) cut launches {mn['launches']} → {mf['launches']} and intermediate "
-            f"traffic by {removed:.0f}% ({_human(mn['intermediate_traffic_bytes'])} → "
-            f"{_human(mf['intermediate_traffic_bytes'])})")
+    text = (
+        f"fusion ({fused[1]['strategy']}) cut launches {mn['launches']} → {mf['launches']} and intermediate "
+        f"traffic by {removed:.0f}% ({_human(mn['intermediate_traffic_bytes'])} → "
+        f"{_human(mf['intermediate_traffic_bytes'])})"
+    )
     ratios = []
     for label, pair in (("untuned", (none_u, fused_u)), ("tuned", (none_t, fused_t))):
         a, b = pair
         if a and b and a[1].get("latency_ms") and b[1].get("latency_ms"):
             r = a[1]["latency_ms"]["median"] / b[1]["latency_ms"]["median"]
-            ratios.append(("unchanged" if abs(r - 1) < 0.005 else f"{r:.2f}× lower" if r > 1 else f"{1 / r:.2f}× higher")
-                          + f" {label}")
+            ratios.append(
+                ("unchanged" if abs(r - 1) < 0.005 else f"{r:.2f}× lower" if r > 1 else f"{1 / r:.2f}× higher")
+                + f" {label}"
+            )
     if ratios:
         text += "; latency " + ", ".join(ratios)
     elif not doc["measured"]:
@@ -83,8 +90,10 @@ def _others_vs(doc, chosen: str) -> str:
                 parts.append(f"{mine['metrics']['launches']} launches vs {ref['metrics']['launches']}")
             if mine.get("latency_ms") and ref.get("latency_ms"):
                 r = ref["latency_ms"]["median"] / mine["latency_ms"]["median"]
-                parts.append(("same latency" if abs(r - 1) < 0.005 else f"{r:.2f}× faster" if r > 1
-                              else f"{1 / r:.2f}× slower") + f" {label}")
+                parts.append(
+                    ("same latency" if abs(r - 1) < 0.005 else f"{r:.2f}× faster" if r > 1 else f"{1 / r:.2f}× slower")
+                    + f" {label}"
+                )
         if parts:
             out.append(f" {strategy} vs {chosen}: " + ", ".join(parts) + ".")
     return "".join(out)
@@ -92,10 +101,28 @@ def _others_vs(doc, chosen: str) -> str:
 
 # --- sections: ("h", text) | ("p", text) | ("table", header, rows) | ("img", file, alt)
 
+
 def _summary_rows(doc):
-    header = ["variant", "launches", "tuned kernels", "launch overhead", "traffic", "intermediate traffic", "removed vs none",
-              "MFLOP", "recomputed", "FLOP/B", "parallel extent (median / serial kernels)", "planned footprint",
-              "weights", "median ms", "p10", "p90", "std", "verify"]
+    header = [
+        "variant",
+        "launches",
+        "tuned kernels",
+        "launch overhead",
+        "traffic",
+        "intermediate traffic",
+        "removed vs none",
+        "MFLOP",
+        "recomputed",
+        "FLOP/B",
+        "parallel extent (median / serial kernels)",
+        "planned footprint",
+        "weights",
+        "median ms",
+        "p10",
+        "p90",
+        "std",
+        "verify",
+    ]
     rows = []
     for name, v in doc["variants"].items():
         if v["status"] != "ok":
@@ -106,19 +133,35 @@ def _summary_rows(doc):
         lat = v.get("latency_ms") or {}
         par = m["parallelism"]
         ver = v.get("verify")
-        rows.append([
-            name, str(m["launches"]), str(v.get("tuned_kernels", 0)),
-            _num(m["launch_overhead_us"], "{:.1f} µs"), _human(m["traffic_bytes"]), _human(m["intermediate_traffic_bytes"]),
-            _num(vs.get("intermediate_traffic_removed_pct"), "{:.0f}%"), f"{m['flops'] / 1e6:.4g}",
-            _num(vs.get("recomputed_flops"), "{:.3g}"), f"{m['intensity']:.2f}",
-            f"{par['median']} / {par['serial_kernels']}", _human(m["planned_storage_bytes"]), _human(m["weight_bytes"]),
-            _num(lat.get("median"), "{:.3f}"), _num(lat.get("p10"), "{:.3f}"), _num(lat.get("p90"), "{:.3f}"),
-            _num(lat.get("std"), "{:.3f}"),
-            "—" if ver is None else ("PASS" if ver["ok"] else "FAIL") + f" ({ver.get('max_rel_err', 0):.1e})"])
+        rows.append(
+            [
+                name,
+                str(m["launches"]),
+                str(v.get("tuned_kernels", 0)),
+                _num(m["launch_overhead_us"], "{:.1f} µs"),
+                _human(m["traffic_bytes"]),
+                _human(m["intermediate_traffic_bytes"]),
+                _num(vs.get("intermediate_traffic_removed_pct"), "{:.0f}%"),
+                f"{m['flops'] / 1e6:.4g}",
+                _num(vs.get("recomputed_flops"), "{:.3g}"),
+                f"{m['intensity']:.2f}",
+                f"{par['median']} / {par['serial_kernels']}",
+                _human(m["planned_storage_bytes"]),
+                _human(m["weight_bytes"]),
+                _num(lat.get("median"), "{:.3f}"),
+                _num(lat.get("p10"), "{:.3f}"),
+                _num(lat.get("p90"), "{:.3f}"),
+                _num(lat.get("std"), "{:.3f}"),
+                "—" if ver is None else ("PASS" if ver["ok"] else "FAIL") + f" ({ver.get('max_rel_err', 0):.1e})",
+            ]
+        )
     ref = (doc.get("reference") or {}).get("onnxruntime")
     if ref:
-        rows.append(["onnxruntime (reference)"] + ["—"] * 12 + [f"{ref['median']:.3f}", f"{ref['p10']:.3f}",
-                                                                 f"{ref['p90']:.3f}", f"{ref['std']:.3f}", "—"])
+        rows.append(
+            ["onnxruntime (reference)"]
+            + ["—"] * 12
+            + [f"{ref['median']:.3f}", f"{ref['p10']:.3f}", f"{ref['p90']:.3f}", f"{ref['std']:.3f}", "—"]
+        )
     return header, rows
 
 
@@ -129,53 +172,96 @@ def _top_kernels(v, n=8):
         if k.get("time_us"):
             launches.setdefault(k["kernel"], [k, 0])[1] += 1
     ks = sorted(launches.values(), key=lambda kc: -kc[0]["time_us"] * kc[1])[:n]
-    rows = [[k["kernel"], str(c), f"{k['time_us']:.1f}", f"{k['time_us'] * c:.1f}", f"{k['flops'] / 1e6:.2f}",
-             _human(k["bytes_total"]), f"{k['intensity']:.2f}", _num(k.get("gflops"), "{:.2f}"),
-             f"{k['roofline_gflops']:.1f}", str(k["parallel_extent"])] for k, c in ks]
-    return ["kernel", "launches", "µs each", "µs total", "MFLOP each", "bytes each", "FLOP/B", "GFLOP/s",
-            "roofline GFLOP/s", "parallel"], rows
+    rows = [
+        [
+            k["kernel"],
+            str(c),
+            f"{k['time_us']:.1f}",
+            f"{k['time_us'] * c:.1f}",
+            f"{k['flops'] / 1e6:.2f}",
+            _human(k["bytes_total"]),
+            f"{k['intensity']:.2f}",
+            _num(k.get("gflops"), "{:.2f}"),
+            f"{k['roofline_gflops']:.1f}",
+            str(k["parallel_extent"]),
+        ]
+        for k, c in ks
+    ]
+    return [
+        "kernel",
+        "launches",
+        "µs each",
+        "µs total",
+        "MFLOP each",
+        "bytes each",
+        "FLOP/B",
+        "GFLOP/s",
+        "roofline GFLOP/s",
+        "parallel",
+    ], rows
 
 
 def sections(doc, images: dict) -> list:
     mach = doc["machine"]
-    s = [("h1", f"Fusion report: {doc['model']['name']} on {doc['target']}"),
-         ("p", "**" + doc["verdict"] + "**"),
-         ("p", f"Model `{doc['model']['file']}` (sha256 {doc['model']['sha256'][:12]}), inputs "
-               + ", ".join(f"{k} {v}" for k, v in doc["model"]["inputs"].items())
-               + (f", computed in {doc['precision']}" if doc.get("precision", "float32") != "float32" else "")
-               + f". TVM {doc['tvm_version']}. Variants: {', '.join(doc['variants'])}. "
-               + ("Tuned variants got " + str(doc["tuning"]["trials_per_variant"]) + " trials each."
-                  if doc["tuning"] and "trials_per_variant" in doc["tuning"] else
-                  f"Tuned variants use the shared database `{doc['tuning']['shared_db']}`." if doc["tuning"] else
-                  "All variants use default schedules (untuned).")
-               + f" Latency: {doc['repeat']} interleaved runs per variant after warm-up."),
-         ("p", f"Machine: peak {mach['peak_gflops']:.0f} GFLOP/s ({mach['source']['peak_gflops']}), "
-               f"{mach['peak_gbps']:.1f} GB/s ({mach['source']['peak_gbps']}), ridge {mach['ridge_flops_per_byte']:.1f} "
-               f"FLOP/B; one kernel launch costs {_num(mach['launch_us'], '{:.2f} µs')} "
-               f"({mach['source']['launch_us']})."),
-         ("h2", "Summary"), ("table", *_summary_rows(doc))]
+    s = [
+        ("h1", f"Fusion report: {doc['model']['name']} on {doc['target']}"),
+        ("p", "**" + doc["verdict"] + "**"),
+        (
+            "p",
+            f"Model `{doc['model']['file']}` (sha256 {doc['model']['sha256'][:12]}), inputs "
+            + ", ".join(f"{k} {v}" for k, v in doc["model"]["inputs"].items())
+            + (f", computed in {doc['precision']}" if doc.get("precision", "float32") != "float32" else "")
+            + f". TVM {doc['tvm_version']}. Variants: {', '.join(doc['variants'])}. "
+            + (
+                "Tuned variants got " + str(doc["tuning"]["trials_per_variant"]) + " trials each."
+                if doc["tuning"] and "trials_per_variant" in doc["tuning"]
+                else f"Tuned variants use the shared database `{doc['tuning']['shared_db']}`."
+                if doc["tuning"]
+                else "All variants use default schedules (untuned)."
+            )
+            + f" Latency: {doc['repeat']} interleaved runs per variant after warm-up.",
+        ),
+        (
+            "p",
+            f"Machine: peak {mach['peak_gflops']:.0f} GFLOP/s ({mach['source']['peak_gflops']}), "
+            f"{mach['peak_gbps']:.1f} GB/s ({mach['source']['peak_gbps']}), ridge {mach['ridge_flops_per_byte']:.1f} "
+            f"FLOP/B; one kernel launch costs {_num(mach['launch_us'], '{:.2f} µs')} "
+            f"({mach['source']['launch_us']}).",
+        ),
+        ("h2", "Summary"),
+        ("table", *_summary_rows(doc)),
+    ]
     failed = {n: v for n, v in doc["variants"].items() if v["status"] != "ok"}
     if failed:
         s.append(("h2", "Failed variants"))
         for n, v in failed.items():
             s.append(("p", f"`{n}`: {v['error']}"))
-    for key, title in (("latency", "Latency"), ("traffic_launches", "Launches and memory traffic"),
-                       ("roofline", "Roofline"), ("kernel_time", "Where the time goes")):
+    for key, title in (
+        ("latency", "Latency"),
+        ("traffic_launches", "Launches and memory traffic"),
+        ("roofline", "Roofline"),
+        ("kernel_time", "Where the time goes"),
+    ):
         if key in images:
             s += [("h2", title), ("img", images[key], title)]
     s.append(("h2", "Top kernels by time"))
     for n, v in doc["variants"].items():
         if v["status"] == "ok" and any(k.get("time_us") for k in v["kernels"]):
             s += [("h3", n), ("table", *_top_kernels(v))]
-    s += [("h2", "How each number is obtained"),
-          ("p", "Launches: `call_tir` sites in the built module (reshape views excluded). Traffic: bytes of every "
-                "tensor argument and output of each launch. Intermediate traffic: tensors one kernel writes and "
-                "others read, once written plus once per reading kernel. FLOPs: `estimate_tir_flops` of each "
-                "scheduled kernel; recomputed = FLOPs above the unfused variant's. Parallel extent: product of "
-                "`T.parallel` loops (CPU) or grid × block (CUDA) in the schedule; untuned CPU kernels are serial. "
-                "Footprint: intermediate storage after Relax's StaticPlanBlockMemory. Kernel times: the VM "
-                "instrument hook, median of 5 inferences. Per-kernel and per-variant numbers are in "
-                "`kernels.csv`, `variants.csv` and `report.json`.")]
+    s += [
+        ("h2", "How each number is obtained"),
+        (
+            "p",
+            "Launches: `call_tir` sites in the built module (reshape views excluded). Traffic: bytes of every "
+            "tensor argument and output of each launch. Intermediate traffic: tensors one kernel writes and "
+            "others read, once written plus once per reading kernel. FLOPs: `estimate_tir_flops` of each "
+            "scheduled kernel; recomputed = FLOPs above the unfused variant's. Parallel extent: product of "
+            "`T.parallel` loops (CPU) or grid × block (CUDA) in the schedule; untuned CPU kernels are serial. "
+            "Footprint: intermediate storage after Relax's StaticPlanBlockMemory. Kernel times: the VM "
+            "instrument hook, median of 5 inferences. Per-kernel and per-variant numbers are in "
+            "`kernels.csv`, `variants.csv` and `report.json`.",
+        ),
+    ]
     return s
 
 
@@ -222,12 +308,16 @@ def to_html(secs, folder: str, title: str) -> str:
             with open(os.path.join(folder, sec[1]), "rb") as f:
                 data = base64.b64encode(f.read()).decode()
             body.append(f'<figure><img alt="{html.escape(sec[2])}" src="data:image/png;base64,{data}"></figure>')
-    style = ("body{font-family:system-ui,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222}"
-             ".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}"
-             "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}"
-             "th{background:#f3f3f3}img{max-width:100%}code{background:#f3f3f3;padding:0 3px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+    style = (
+        "body{font-family:system-ui,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222}"
+        ".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}"
+        "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}"
+        "th{background:#f3f3f3}img{max-width:100%}code{background:#f3f3f3;padding:0 3px}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
+    )
 
 
 def _csv_frames(doc):
@@ -240,8 +330,13 @@ def _csv_frames(doc):
     kernels = pd.DataFrame(rows)
     summary = []
     for name, v in doc["variants"].items():
-        row = {"variant": name, "strategy": v["strategy"], "tuned": v["tuned"], "status": v["status"],
-               "error": v["error"]}
+        row = {
+            "variant": name,
+            "strategy": v["strategy"],
+            "tuned": v["tuned"],
+            "status": v["status"],
+            "error": v["error"],
+        }
         if v["status"] == "ok":
             m = {k: x for k, x in v["metrics"].items() if not isinstance(x, (dict, list))}
             row.update(m)
@@ -260,12 +355,16 @@ def write_report(doc: dict, variants, folder: str) -> dict:
             images[key] = name
     secs = sections(doc, images)
     title = f"Fusion report: {doc['model']['name']}"
-    outputs = {"report.md": to_markdown(secs), "report.html": to_html(secs, folder, title),
-               "report.json": json.dumps(doc, indent=2, default=str)}
+    outputs = {
+        "report.md": to_markdown(secs),
+        "report.html": to_html(secs, folder, title),
+        "report.json": json.dumps(doc, indent=2, default=str),
+    }
     kernels, summary = _csv_frames(doc)
     outputs["kernels.csv"] = kernels.to_csv(index=False)
     outputs["variants.csv"] = summary.to_csv(index=False)
     for name, text in outputs.items():
+
         def write(tmp, text=text):
             with open(tmp, "w") as f:
                 f.write(text)

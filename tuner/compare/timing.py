@@ -26,7 +26,7 @@ class Runnable:
     args: list
 
     @classmethod
-    def from_build(cls, name: str, executable, device, feed: list[np.ndarray]) -> "Runnable":
+    def from_build(cls, name: str, executable, device, feed: list[np.ndarray]) -> Runnable:
         import tvm
         from tvm.runtime.vm import VirtualMachine
 
@@ -54,11 +54,13 @@ class Runnable:
         return flat
 
 
-def interleaved_latency(runnables: list[Runnable], repeat: int = 20, warmup: int = 3,
-                        extra: dict | None = None) -> dict[str, dict]:
+def interleaved_latency(
+    runnables: list[Runnable], repeat: int = 20, warmup: int = 3, extra: dict | None = None
+) -> dict[str, dict]:
     """{name: latency stats in ms}; `extra` maps more names to zero-argument callables timed in the same loop."""
     timers = {r.name: r.run_once for r in runnables}
     for name, fn in (extra or {}).items():
+
         def timed(fn=fn):
             t0 = time.perf_counter()
             fn()

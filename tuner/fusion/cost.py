@@ -20,9 +20,9 @@ The rule (knobs in `CostKnobs`). For a candidate group G:
                       split ones (measured, see `CostKnobs.fuse_anchor_into_reduction`).
     Patterns' own checks (constant weights, no cycles, K not a constant) still apply.
 
-Every accepted and refused candidate is logged with its numbers (`DECISIONS`), and the plan prints refusals
-as boundary reasons. Compared with `tvm`: LayerNorm and residual+LayerNorm become one kernel; compared with
-`patterns`: attention score chains are left split (too big for the on-chip budget, or untileable).
+Every accepted and refused candidate is logged with its numbers (the strategy's decision log), and the plan
+prints refusals as boundary reasons. Compared with `tvm`: LayerNorm and residual+LayerNorm become one kernel;
+compared with `patterns`: attention score chains are left split (too big for the on-chip budget, or untileable).
 """
 
 from __future__ import annotations
@@ -30,16 +30,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import FusionStrategy, register
 from . import patterns as P
-from .tvm_default import _kernel_passes
+from .base import FuseOpsGrouping, register
 
-REDUCING_OPS = {"relax.matmul", "relax.nn.conv2d", "relax.nn.conv1d", "relax.mean", "relax.sum", "relax.max",
-                "relax.nn.softmax", "relax.variance", "relax.nn.layer_norm"}
+REDUCING_OPS = {
+    "relax.matmul",
+    "relax.nn.conv2d",
+    "relax.nn.conv1d",
+    "relax.mean",
+    "relax.sum",
+    "relax.max",
+    "relax.nn.softmax",
+    "relax.variance",
+    "relax.nn.layer_norm",
+}
 
 ANCHOR_OPS = {"relax.matmul", "relax.nn.conv2d", "relax.nn.conv1d"}  # what multi-level tiling is for
-
-DECISIONS: list[tuple[str, str, str]] = []  # (candidate, binding, verdict with numbers)
 
 
 @dataclass(frozen=True)
@@ -56,9 +62,6 @@ class CostKnobs:
     fuse_anchor_into_reduction: bool = False
 
 
-KNOBS = CostKnobs()  # the knobs lowering uses; replace to experiment (tests do)
-
-
 def _cpu_budget() -> int:
     """L2 per core x cores (bytes): what a fused kernel's scratch buffers can use without spilling."""
     try:
@@ -71,7 +74,7 @@ def _cpu_budget() -> int:
 
 
 def _nbytes(var) -> int:
-    from ..plan import _nbytes as nb
+    from ..ir import nbytes as nb
 
     return nb(var.ty)
 
@@ -111,13 +114,17 @@ def evaluate(ctx, target_kind: str, knobs: CostKnobs = CostKnobs()) -> tuple[boo
     if target_kind == "cuda" and len(bindings) > knobs.max_ops_cuda:
         return False, f"refused: {len(bindings)} ops > {knobs.max_ops_cuda} (register pressure on CUDA)"
     if mat_bytes > budget:
-        return False, (f"refused: {mat_bytes / 1024:.0f} KiB of scratch exceeds the on-chip budget "
-                       f"{budget / 1024:.0f} KiB (would spill, and serialise the stages)")
+        return False, (
+            f"refused: {mat_bytes / 1024:.0f} KiB of scratch exceeds the on-chip budget "
+            f"{budget / 1024:.0f} KiB (would spill, and serialise the stages)"
+        )
     tiled = [v for v in materialised if _op_name(bindings[v]) in ANCHOR_OPS]
     if tiled and not knobs.fuse_anchor_into_reduction:
-        return False, (f"refused: {_op_name(bindings[tiled[0]])[6:]} feeds another reduction in the kernel, and "
-                       "MetaSchedule cannot tile it there (its multi-level tiling fails; the kernel would be tuned "
-                       "without tiling)")
+        return False, (
+            f"refused: {_op_name(bindings[tiled[0]])[6:]} feeds another reduction in the kernel, and "
+            "MetaSchedule cannot tile it there (its multi-level tiling fails; the kernel would be tuned "
+            "without tiling)"
+        )
     if launches == 0:
         return False, "left to FuseOps: no reduction behind a reduction (FuseOps groups this and can extend it)"
     return True, f"accepted: {numbers} (~{launches * launch_us:.1f} us of launches, {saved / 1024:.1f} KiB of traffic)"
@@ -136,37 +143,44 @@ def _vars_in(expr):
             yield from _vars_in(f)
 
 
-def _graph_passes(target, params):
-    from tvm import relax
+@register
+class CostFusion(FuseOpsGrouping):
+    """Pattern candidates, each accepted only when it saves more than it costs on the target (`evaluate`)."""
 
-    kind = str(target.kind.name) if target is not None else "llvm"
-    DECISIONS.clear()
-    P.CHECK_LOG.clear()
+    name = "cost"
+    description = "cost-guided: pattern candidates accepted when they save more than they cost, then TVM FuseOps"
 
-    def check_for(name, ann):
-        pattern_check = P.check_for(name, ann)
+    def __init__(self, knobs: CostKnobs = CostKnobs()):
+        super().__init__()
+        self.knobs = knobs
+        self.checks: list = []  # refusals by the pattern library's own checks
 
-        def check(ctx) -> bool:
-            if not pattern_check(ctx):
-                return False
-            ok, why = evaluate(ctx, kind, KNOBS)
-            bound = ctx.value_to_bound_var.get(ctx.matched_expr)
-            DECISIONS.append((name, bound.name if bound is not None else "?", why))
-            return ok
+    def graph_passes(self, target, params) -> list:
+        from tvm import relax
 
-        return check
+        kind = str(target.kind.name) if target is not None else "llvm"
+        self.log.clear()
+        self.checks.clear()
 
-    pats = [relax.transform.FusionPattern(P.PREFIX + name, pat, ann or None, check_for(name, ann))
-            for name, pat, ann in P.library()]
-    return [relax.transform.FoldConstant(),
-            relax.transform.FuseOpsByPattern(pats, bind_constants=False, annotate_codegen=False),
-            relax.transform.FuseTransposeMatmul()]
+        def check_for(name, ann):
+            pattern_check = P.check_for(name, ann, self.checks)
 
+            def check(ctx) -> bool:
+                if not pattern_check(ctx):
+                    return False
+                ok, why = evaluate(ctx, kind, self.knobs)
+                bound = ctx.value_to_bound_var.get(ctx.matched_expr)
+                self.log.append((name, bound.name if bound is not None else "?", why))
+                return ok
 
-def _refusals():
-    return [(c, v, why) for c, v, why in DECISIONS if why.startswith("refused")] + list(P.CHECK_LOG)
+            return check
 
+        return P.pattern_passes(
+            [
+                relax.transform.FusionPattern(P.PREFIX + name, pat, ann or None, check_for(name, ann))
+                for name, pat, ann in P.library()
+            ]
+        )
 
-STRATEGY = register(FusionStrategy(name="cost", description="cost-guided: pattern candidates accepted when they "
-                                   "save more than they cost, then TVM FuseOps",
-                                   graph_passes=_graph_passes, kernel_passes=_kernel_passes, decisions=_refusals))
+    def decisions(self) -> list:
+        return [(c, v, why) for c, v, why in self.log if why.startswith("refused")] + list(self.checks)

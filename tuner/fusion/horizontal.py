@@ -6,18 +6,19 @@ as parameters, merges, then binds them back as constants (the concatenated weigh
 A model with no parallel MatMuls builds exactly as `tvm` does.
 """
 
-from . import FusionStrategy, register
-from .tvm_default import _kernel_passes
+from .base import FuseOpsGrouping, register
 
 
-def _graph_passes(target, params):
-    from tvm import relax
+@register
+class HorizontalFusion(FuseOpsGrouping):
+    name = "horizontal"
+    description = "CombineParallelMatmul, then TVM FuseOps"
+    needs_params = True
 
-    passes = [relax.transform.CombineParallelMatmul()]
-    if params:
-        passes.append(relax.transform.BindParams("main", params))
-    return passes + [relax.transform.FoldConstant()]
+    def graph_passes(self, target, params) -> list:
+        from tvm import relax
 
-
-STRATEGY = register(FusionStrategy(name="horizontal", description="CombineParallelMatmul, then TVM FuseOps",
-                                   graph_passes=_graph_passes, kernel_passes=_kernel_passes, needs_params=True))
+        passes = [relax.transform.CombineParallelMatmul()]
+        if params:
+            passes.append(relax.transform.BindParams("main", params))
+        return passes + [relax.transform.FoldConstant()]

@@ -1,5 +1,10 @@
 """`none`: every operator is its own kernel. The baseline that `compare` measures fusion against."""
 
-from . import FusionStrategy, register
+from .base import FusionStrategy, register
 
-STRATEGY = register(FusionStrategy(name="none", description="no fusion: one kernel per operator", fuses=False))
+
+@register
+class NoFusion(FusionStrategy):
+    name = "none"
+    description = "no fusion: one kernel per operator"
+    fuses = False

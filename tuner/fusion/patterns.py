@@ -12,17 +12,13 @@ match becomes one kernel through FuseTIR. The library (name: what it groups):
 
 What FuseOps alone cannot do and patterns do: put a reduction behind a reduction (LayerNorm's two means,
 softmax after QK^T, then the V product) into one kernel. Check functions reject a match whose weight is not a
-constant; every rejection is logged (`CHECK_LOG`) and shows up in the fusion plan as a boundary reason.
+constant; every rejection is logged in the strategy's decision log and shows up in the fusion plan as a boundary reason.
 Ops left unmatched are grouped by FuseOps, as `tvm` does.
 """
 
 from __future__ import annotations
 
-from . import FusionStrategy, register
-from .tvm_default import _kernel_passes
-
-# (pattern, bound var name, reason) for every match a check function rejected in the last lowering
-CHECK_LOG: list[tuple[str, str, str]] = []
+from .base import FuseOpsGrouping, register
 
 PREFIX = "ft."
 
@@ -43,8 +39,11 @@ def _activations(x):
     from tvm.relax.dpl import is_call_tir
 
     # ReLU6 / Clip: the ONNX frontend emits clip as TE maximum then minimum (call_tir), or as relax ops
-    clip = (op("clip", x, wildcard(), wildcard()) | op("minimum", op("maximum", x, const()), const())
-            | is_call_tir("minimum", [is_call_tir("maximum", [x, const()]), const()]))
+    clip = (
+        op("clip", x, wildcard(), wildcard())
+        | op("minimum", op("maximum", x, const()), const())
+        | is_call_tir("minimum", [is_call_tir("maximum", [x, const()]), const()])
+    )
     sigmoid = op("sigmoid", x)
     silu = op("multiply", x, sigmoid) | op("nn.silu", x)
     # HardSigmoid legalises from ONNX as clip(x * a + b, 0, 1); HardSwish = x * HardSigmoid(x)
@@ -54,8 +53,15 @@ def _activations(x):
     # Erf GELU as ONNX exporters write it: x * (erf(x / sqrt 2) + 1) * 0.5
     erf_gelu = op("multiply", op("multiply", x, op("add", op("erf", op("divide", x, const())), const())), const())
     erf_gelu2 = op("multiply", x, op("multiply", op("add", op("erf", op("multiply", x, const())), const()), const()))
-    return {"relu": relu, "relu6": clip, "silu": silu, "hardswish": hswish, "hardsigmoid": hsig, "sigmoid": sigmoid,
-            "gelu": gelu | erf_gelu | erf_gelu2}
+    return {
+        "relu": relu,
+        "relu6": clip,
+        "silu": silu,
+        "hardswish": hswish,
+        "hardsigmoid": hsig,
+        "sigmoid": sigmoid,
+        "gelu": gelu | erf_gelu | erf_gelu2,
+    }
 
 
 def _conv_patterns():
@@ -74,8 +80,11 @@ def _conv_patterns():
             heads += [(n + "_residual", op("add", p, wildcard())) for n, p in acts]
             heads += [(n + "_residual_rhs", op("add", wildcard(), p)) for n, p in acts]
             for side, res in (("", op("add", stem, wildcard())), ("_rhs", op("add", wildcard(), stem))):
-                heads += [(f"{stem_name}_residual{side}_{a}", p) for a, p in _activations(res).items()
-                          if a in ("relu", "relu6")]
+                heads += [
+                    (f"{stem_name}_residual{side}_{a}", p)
+                    for a, p in _activations(res).items()
+                    if a in ("relu", "relu6")
+                ]
             heads += acts
     return [(n, p, {"weight": w}) for n, p in heads if n != "conv"]
 
@@ -113,7 +122,9 @@ def _attention_patterns():
     for s_name, s in (("scaled", scaled), ("raw", scores)):
         for m_name, m in (("mask", op("add", s, wildcard())), ("", s)):
             probs = op("nn.softmax", m)
-            out.append((f"attention_{s_name}{'_' + m_name if m_name else ''}_v", op("matmul", probs, wildcard()), {"k": k}))
+            out.append(
+                (f"attention_{s_name}{'_' + m_name if m_name else ''}_v", op("matmul", probs, wildcard()), {"k": k})
+            )
             out.append((f"attention_{s_name}{'_' + m_name if m_name else ''}", probs, {"k": k}))
     return out
 
@@ -122,9 +133,16 @@ def library() -> list[tuple[str, object, dict]]:
     """(name, pattern, annotations) in priority order: bigger groups first."""
     op, _, wildcard = _ops()
     residual = op("add", wildcard(), wildcard())
-    return (_attention_patterns() + [("residual_ln", _layer_norm(residual), {}), ("layer_norm", _layer_norm(wildcard()), {}),
-                                     ("softmax", _softmax(wildcard()), {})]
-            + _conv_patterns() + _matmul_patterns())
+    return (
+        _attention_patterns()
+        + [
+            ("residual_ln", _layer_norm(residual), {}),
+            ("layer_norm", _layer_norm(wildcard()), {}),
+            ("softmax", _softmax(wildcard()), {}),
+        ]
+        + _conv_patterns()
+        + _matmul_patterns()
+    )
 
 
 def _external_inputs(expr, internal) -> list:
@@ -142,7 +160,7 @@ def _external_inputs(expr, internal) -> list:
     return out
 
 
-def _acyclic(name, ctx) -> bool:
+def _acyclic(name, ctx, log: list) -> bool:
     """The group must not take as input something computed from its own members (FuseOpsByPattern does not
     check this; a residual Add matched after the activation can otherwise swallow its own producer)."""
     internal = set(ctx.matched_bindings.keys())
@@ -153,14 +171,14 @@ def _acyclic(name, ctx) -> bool:
         for user in ctx.var_usages.get(v, []):
             if user not in seen and user not in internal:
                 if user in inputs:
-                    CHECK_LOG.append((name, user.name, "would form a cycle: an input depends on the group's own output"))
+                    log.append((name, user.name, "would form a cycle: an input depends on the group's own output"))
                     return False
                 seen.add(user)
                 frontier.append(user)
     return True
 
 
-def _keys_not_constant(name):
+def _keys_not_constant(name, log: list):
     """Attention multiplies two activations; a constant K is a classifier head (MatMul + bias + Softmax)."""
 
     def check(ctx) -> bool:
@@ -168,14 +186,14 @@ def _keys_not_constant(name):
 
         if isinstance(ctx.annotated_expr.get("k"), tvm.ir.expr.Constant):
             bound = ctx.value_to_bound_var.get(ctx.matched_expr)
-            CHECK_LOG.append((name, bound.name if bound is not None else "?", "K is a constant, not attention"))
+            log.append((name, bound.name if bound is not None else "?", "K is a constant, not attention"))
             return False
         return True
 
     return check
 
 
-def _weight_is_constant(name):
+def _weight_is_constant(name, log: list):
     def check(ctx) -> bool:
         import tvm
 
@@ -183,31 +201,43 @@ def _weight_is_constant(name):
         if w is None or isinstance(w, tvm.ir.expr.Constant):
             return True
         bound = ctx.value_to_bound_var.get(ctx.matched_expr)
-        CHECK_LOG.append((name, bound.name if bound is not None else "?", "weight not constant"))
+        log.append((name, bound.name if bound is not None else "?", "weight not constant"))
         return False
 
     return check
 
 
-def check_for(name, ann):
-    """The library's checks for one pattern: no cycle, plus the check of each annotated operand."""
+def check_for(name, ann, log: list):
+    """The library's checks for one pattern: no cycle, plus the check of each annotated operand; rejections are
+    appended to `log` as (pattern, bound var name, reason)."""
     checks = {"weight": _weight_is_constant, "k": _keys_not_constant}
-    own = [checks[a](name) for a in ann if a in checks]
-    return lambda ctx: _acyclic(name, ctx) and all(c(ctx) for c in own)
+    own = [checks[a](name, log) for a in ann if a in checks]
+    return lambda ctx: _acyclic(name, ctx, log) and all(c(ctx) for c in own)
 
 
-def _graph_passes(target, params):
+@register
+class PatternFusion(FuseOpsGrouping):
+    name = "patterns"
+    description = "pattern library (FuseOpsByPattern), then TVM FuseOps"
+
+    def graph_passes(self, target, params) -> list:
+        from tvm import relax
+
+        self.log.clear()
+        patterns = [
+            relax.transform.FusionPattern(PREFIX + name, pat, ann or None, check_for(name, ann, self.log))
+            for name, pat, ann in library()
+        ]
+        return pattern_passes(patterns)
+
+
+def pattern_passes(patterns) -> list:
+    """FuseOpsByPattern with the library; FuseTransposeMatmul after it, so the attention pattern sees QK^T with
+    its transpose."""
     from tvm import relax
 
-    patterns = [relax.transform.FusionPattern(PREFIX + name, pat, ann or None, check_for(name, ann))
-                for name, pat, ann in library()]
-    CHECK_LOG.clear()
-    # FuseTransposeMatmul after the library, so the attention pattern sees QK^T with its transpose
-    return [relax.transform.FoldConstant(),
-            relax.transform.FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=False),
-            relax.transform.FuseTransposeMatmul()]
-
-
-STRATEGY = register(FusionStrategy(name="patterns", description="pattern library (FuseOpsByPattern), then TVM FuseOps",
-                                   graph_passes=_graph_passes, kernel_passes=_kernel_passes,
-                                   decisions=lambda: list(CHECK_LOG)))
+    return [
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOpsByPattern(patterns, bind_constants=False, annotate_codegen=False),
+        relax.transform.FuseTransposeMatmul(),
+    ]

@@ -5,7 +5,7 @@ Members:
                   strategy, kernel count, tuning-database digest, build time, and sha256 of every other member
   model.so        the Relax VM executable (weights bound as constants, embedded)
   params.bin      only when weights are kept as parameters (tvm.runtime.save_param_dict)
-  device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.device_code)
+  device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.runtime.device_code)
 
 Written to a temporary file and renamed, so a failed build never leaves a half-written package.
 This module must stay importable without the compiler: deployment hosts load packages with it.
@@ -19,7 +19,7 @@ import os
 import tempfile
 import zipfile
 
-from .errors import TunerError
+from ..errors import TunerError
 
 FORMAT = "fusion-tuner-package"
 FORMAT_VERSION = 1
@@ -96,8 +96,11 @@ def read_package(path: str) -> tuple[dict, dict[str, bytes]]:
             if manifest.get("format") != FORMAT:
                 raise TunerError(f"{path}: not a fusion-tuner package (format {manifest.get('format')!r})")
             if manifest.get("format_version") != FORMAT_VERSION:
-                raise TunerError(f"{path}: package format version {manifest.get('format_version')} is not "
-                                 f"supported (this fusion-tuner reads {FORMAT_VERSION})", "rebuild the package")
+                raise TunerError(
+                    f"{path}: package format version {manifest.get('format_version')} is not "
+                    f"supported (this fusion-tuner reads {FORMAT_VERSION})",
+                    "rebuild the package",
+                )
             members = {}
             for name, meta in manifest.get("members", {}).items():
                 if name not in names:

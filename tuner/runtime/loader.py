@@ -15,10 +15,9 @@ import time
 
 import numpy as np
 
-from .errors import TunerError
+from ..errors import TunerError
+from ..target import host_cpu_flags, required_cpu_features
 from .package import LIBRARY, PARAMS, read_package
-from .target import host_cpu_flags, required_cpu_features
-
 
 # CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
@@ -36,8 +35,10 @@ def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str)
     io_bytes = sum(_nbytes(t) for t in manifest.get("inputs", []) + manifest.get("outputs", []))
     msg = f"{path}: out of memory on {'the GPU' if device.dlpack_device_type() == 2 else 'the host'} while {doing}"
     if need:
-        msg += (f"; one inference needs about {_mib(need['weights_bytes'])} of weights, "
-                f"{_mib(need['intermediate_bytes'])} of intermediates and {_mib(io_bytes)} of inputs and outputs")
+        msg += (
+            f"; one inference needs about {_mib(need['weights_bytes'])} of weights, "
+            f"{_mib(need['intermediate_bytes'])} of intermediates and {_mib(io_bytes)} of inputs and outputs"
+        )
     try:
         total, free = device.total_global_memory, device.available_global_memory
         if total:
@@ -77,13 +78,17 @@ class Model:
         self.output_names = [o["name"] for o in self.outputs]
 
     def __repr__(self):
-        return (f"<tuner.Model {os.path.basename(self.path)}: {self.manifest['model']['file']} for "
-                f"{self.manifest['target']['key']}, fusion={self.manifest['fusion']}, "
-                f"{self.manifest.get('precision', 'float32')}, kernels={self.manifest['kernels']}>")
+        return (
+            f"<tuner.Model {os.path.basename(self.path)}: {self.manifest['model']['file']} for "
+            f"{self.manifest['target']['key']}, fusion={self.manifest['fusion']}, "
+            f"{self.manifest.get('precision', 'float32')}, kernels={self.manifest['kernels']}>"
+        )
 
     def _bind(self, args, kwargs) -> list[np.ndarray]:
         if len(args) > len(self.inputs):
-            raise TunerError(f"{len(args)} inputs given, the model takes {len(self.inputs)}: {', '.join(self.input_names)}")
+            raise TunerError(
+                f"{len(args)} inputs given, the model takes {len(self.inputs)}: {', '.join(self.input_names)}"
+            )
         given = dict(zip(self.input_names, args))
         for name, value in kwargs.items():
             if name not in self.input_names:
@@ -93,17 +98,23 @@ class Model:
             given[name] = value
         missing = [n for n in self.input_names if n not in given]
         if missing:
-            raise TunerError(f"missing inputs: {', '.join(missing)}",
-                             "pass every input: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in self.inputs))
+            raise TunerError(
+                f"missing inputs: {', '.join(missing)}",
+                "pass every input: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in self.inputs),
+            )
         arrays = []
         for spec in self.inputs:
             arr = np.asarray(given[spec["name"]])
             if tuple(arr.shape) != tuple(spec["shape"]):
-                raise TunerError(f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
-                                 "rebuild with --input-shape for other shapes")
+                raise TunerError(
+                    f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
+                    "rebuild with --input-shape for other shapes",
+                )
             if arr.dtype != np.dtype(spec["dtype"]):
-                raise TunerError(f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
-                                 f"convert it, e.g. x.astype('{spec['dtype']}')")
+                raise TunerError(
+                    f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
+                    f"convert it, e.g. x.astype('{spec['dtype']}')",
+                )
             arrays.append(np.ascontiguousarray(arr))
         return arrays
 
@@ -113,14 +124,14 @@ class Model:
         try:
             return [tvm.runtime.tensor(a, self._device) for a in arrays]
         except Exception as err:
-            raise out_of_memory(err, self.path, self.manifest, self._device, "copying the inputs") or err
+            raise out_of_memory(err, self.path, self.manifest, self._device, "copying the inputs") or err  # noqa: B904
 
     def _invoke(self, tensors):
         args = list(tensors) + (list(self._params) if self._params is not None else [])
         try:
             return self._vm["main"](*args)
         except Exception as err:
-            raise out_of_memory(err, self.path, self.manifest, self._device, "running the model") or err
+            raise out_of_memory(err, self.path, self.manifest, self._device, "running the model") or err  # noqa: B904
 
     def _collect(self, result) -> dict[str, np.ndarray]:
         items = list(result) if not hasattr(result, "numpy") else [result]
@@ -188,33 +199,49 @@ def check_compatible(manifest: dict, device: str | None, path: str) -> str:
 
     built_tvm = manifest.get("tvm_version")
     if built_tvm != tvm.__version__:
-        raise TunerError(f"{path}: built with TVM {built_tvm}, this runtime is TVM {tvm.__version__}",
-                         "rebuild the package with this TVM, or install the TVM it was built with")
-    if manifest.get("tvm_ffi_version") and manifest["tvm_ffi_version"].split(".")[:2] != tvm_ffi.__version__.split(".")[:2]:
-        raise TunerError(f"{path}: built with tvm-ffi {manifest['tvm_ffi_version']}, this runtime has {tvm_ffi.__version__}",
-                         "install the tvm-ffi version it was built with")
+        raise TunerError(
+            f"{path}: built with TVM {built_tvm}, this runtime is TVM {tvm.__version__}",
+            "rebuild the package with this TVM, or install the TVM it was built with",
+        )
+    if (
+        manifest.get("tvm_ffi_version")
+        and manifest["tvm_ffi_version"].split(".")[:2] != tvm_ffi.__version__.split(".")[:2]
+    ):
+        raise TunerError(
+            f"{path}: built with tvm-ffi {manifest['tvm_ffi_version']}, this runtime has {tvm_ffi.__version__}",
+            "install the tvm-ffi version it was built with",
+        )
     target = manifest["target"]
     kind = "cuda" if target["kind"] == "cuda" else "cpu"
     if device is not None and device not in ("cpu", "cuda", "gpu"):
         raise TunerError(f"unknown device {device!r}", "use device='cpu' or device='cuda'")
     wanted = None if device is None else ("cuda" if device in ("cuda", "gpu") else "cpu")
     if wanted is not None and wanted != kind:
-        raise TunerError(f"{path}: built for {target['key']}, which runs on {kind}, not on {wanted}",
-                         f"rebuild with --target {'cuda' if wanted == 'cuda' else 'llvm'}")
+        raise TunerError(
+            f"{path}: built for {target['key']}, which runs on {kind}, not on {wanted}",
+            f"rebuild with --target {'cuda' if wanted == 'cuda' else 'llvm'}",
+        )
     if kind == "cpu":
         missing = [f for f in required_cpu_features(target["config"].get("mcpu", "")) if f not in host_cpu_flags()]
         if missing:
-            raise TunerError(f"{path}: built for CPU {target['config']['mcpu']}, which needs {', '.join(missing)}; "
-                             f"this CPU lacks them", "rebuild on (or for) this machine: --target llvm")
+            raise TunerError(
+                f"{path}: built for CPU {target['config']['mcpu']}, which needs {', '.join(missing)}; "
+                f"this CPU lacks them",
+                "rebuild on (or for) this machine: --target llvm",
+            )
     else:
         dev = tvm.cuda(0)
         if not tvm.runtime.enabled("cuda") or not dev.exist:
-            raise TunerError(f"{path}: built for CUDA ({target['config'].get('arch')}), but no GPU is available here",
-                             "run it on a machine with an NVIDIA GPU and driver, or rebuild with --target llvm")
+            raise TunerError(
+                f"{path}: built for CUDA ({target['config'].get('arch')}), but no GPU is available here",
+                "run it on a machine with an NVIDIA GPU and driver, or rebuild with --target llvm",
+            )
         arch = "sm_" + str(dev.compute_version).replace(".", "")
         if arch != target["config"].get("arch"):
-            raise TunerError(f"{path}: built for {target['config'].get('arch')}, this GPU is {arch}",
-                             f"rebuild with --target cuda:{arch}")
+            raise TunerError(
+                f"{path}: built for {target['config'].get('arch')}, this GPU is {arch}",
+                f"rebuild with --target cuda:{arch}",
+            )
     return kind
 
 
@@ -238,8 +265,10 @@ def load(path: str, device: str | None = None) -> Model:
         try:
             lib = tvm.runtime.load_module(lib_path)
         except Exception as err:
-            raise TunerError(f"{path}: cannot load its library ({str(err).strip().splitlines()[-1]})",
-                             "the package was built for another platform; rebuild it here") from err
+            raise TunerError(
+                f"{path}: cannot load its library ({str(err).strip().splitlines()[-1]})",
+                "the package was built for another platform; rebuild it here",
+            ) from err
     vm = VirtualMachine(lib, dev)
     params = None
     if PARAMS in members:
@@ -247,5 +276,5 @@ def load(path: str, device: str | None = None) -> Model:
         try:
             params = [tvm.runtime.tensor(loaded[name].numpy(), dev) for name in manifest["param_names"]]
         except Exception as err:
-            raise out_of_memory(err, path, manifest, dev, "loading the weights") or err
+            raise out_of_memory(err, path, manifest, dev, "loading the weights") or err  # noqa: B904
     return Model(path, manifest, vm, dev, params)

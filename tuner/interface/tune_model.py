@@ -7,7 +7,7 @@ import os
 import time
 import warnings
 
-from .errors import TunerError
+from ..errors import TunerError
 
 
 def quiet_tvm_logs(verbose: bool) -> None:
@@ -19,20 +19,32 @@ def quiet_tvm_logs(verbose: bool) -> None:
         warnings.filterwarnings("ignore", category=UserWarning)
 
 
-def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm", knobs=None, db: str | None = None,
-               resume: bool = False, shapes=None, consts=None, progress=None, verify: bool = True,
-               verbose: bool = False, precision: str | None = None) -> dict:
+def tune_model(
+    model: str,
+    output: str,
+    target: str = "auto",
+    fusion: str = "tvm",
+    knobs=None,
+    db: str | None = None,
+    resume: bool = False,
+    shapes=None,
+    consts=None,
+    progress=None,
+    verify: bool = True,
+    verbose: bool = False,
+    precision: str | None = None,
+) -> dict:
     import numpy as np
 
-    from .build import build_prepared, output_shapes_from_build, write_build
-    from .database import default_db_dir, open_database
-    from .fusion import get_strategy
-    from .lowering import import_for, lower
-    from .onnx_model import prepare_model
-    from .package import check_writable
-    from .runtime import load
-    from .target import resolve_target
-    from .tuning import Knobs, tune
+    from ..build import build_prepared, output_shapes_from_build, write_build
+    from ..fusion import get_strategy
+    from ..lowering import import_for, lower
+    from ..onnx_model import prepare_model
+    from ..runtime import load
+    from ..runtime.package import check_writable
+    from ..target import resolve_target
+    from ..tuning import Knobs, tune
+    from ..tuning.database import default_db_dir, open_database
 
     knobs = knobs or Knobs()
     if knobs.trials < 0:
@@ -42,16 +54,18 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
     spec = resolve_target(target)
     measure_here = True
     if knobs.rpc:
-        from .tuning import check_rpc
+        from ..tuning import check_rpc
 
         check_rpc(knobs.rpc)
     if spec.is_gpu:
-        from .target import detect_gpu_arch
+        from ..target import detect_gpu_arch
 
         measure_here = bool(detect_gpu_arch())
         if not measure_here and not knobs.rpc:
-            raise TunerError(f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
-                             "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY")
+            raise TunerError(
+                f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
+                "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY",
+            )
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
@@ -60,13 +74,24 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
         open_database(db_dir, spec, create=True)  # refuse another target's folder before any work
     mod, params, _ = import_for(prepared, strategy)
     fused = lower(mod, spec, strategy, params=params)
-    result = tune(fused, spec, db_dir, knobs, resume, f"{prepared.name}-{prepared.sha256[:8]}", strategy.name,
-                  progress=progress)
-    summary = {"model": model, "target": spec.key, "fusion": strategy.name, "precision": prepared.precision,
-               "db": db_dir, "stopped": result.stopped,
-               "trials": result.trials_this_run, "trials_in_db": result.trials_total,
-               "tune_seconds": round(result.wall_s, 1), "shared_workloads": result.shared_workloads,
-               "tasks": [s.to_json() for s in result.tasks], "repairs": result.repairs, "package": None}
+    result = tune(
+        fused, spec, db_dir, knobs, resume, f"{prepared.name}-{prepared.sha256[:8]}", strategy.name, progress=progress
+    )
+    summary = {
+        "model": model,
+        "target": spec.key,
+        "fusion": strategy.name,
+        "precision": prepared.precision,
+        "db": db_dir,
+        "stopped": result.stopped,
+        "trials": result.trials_this_run,
+        "trials_in_db": result.trials_total,
+        "tune_seconds": round(result.wall_s, 1),
+        "shared_workloads": result.shared_workloads,
+        "tasks": [s.to_json() for s in result.tasks],
+        "repairs": result.repairs,
+        "package": None,
+    }
     if result.stopped == "interrupted":
         return summary
     untuned = build_prepared(prepared, spec, strategy)
@@ -82,12 +107,15 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
         summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
         return summary
     # untuned vs tuned, measured interleaved in this process
-    from .build import export_library_bytes
-    from .package import LIBRARY, write_package
+    from ..build import export_library_bytes
+    from ..runtime.package import LIBRARY, write_package
 
     tmp_untuned = output + ".untuned.tmp"
-    write_package(tmp_untuned, {LIBRARY: export_library_bytes(untuned.executable, spec)},
-                  {**manifest, "tuning_db": None, "kernels": untuned.num_kernels})
+    write_package(
+        tmp_untuned,
+        {LIBRARY: export_library_bytes(untuned.executable, spec)},
+        {**manifest, "tuning_db": None, "kernels": untuned.num_kernels},
+    )
     try:
         m_tuned, m_untuned = load(output), load(tmp_untuned)
         feed = m_tuned.random_inputs()
@@ -98,7 +126,7 @@ def tune_model(model: str, output: str, target: str = "auto", fusion: str = "tvm
         summary["latency_ms"] = {k: float(np.median(v)) for k, v in lat.items()}
         summary["speedup"] = summary["latency_ms"]["untuned"] / summary["latency_ms"]["tuned"]
         if verify:
-            from .inference import verify_against_onnx
+            from .run import verify_against_onnx
 
             summary["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), model)
     finally:

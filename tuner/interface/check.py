@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import TunerError, UnsupportedModelError
-from .onnx_model import default_opset, graph_inputs, graph_outputs, load_onnx, op_histogram, prepare_model
+from ..errors import TunerError, UnsupportedModelError
+from ..onnx_model import default_opset, graph_inputs, graph_outputs, load_onnx, op_histogram, prepare_model
 
 
 @dataclass
@@ -28,22 +28,38 @@ class CheckReport:
         return not self.problems and not self.unsupported and not self.dynamic_inputs
 
     def to_json(self) -> dict:
-        return {"model": self.path, "opset": self.opset, "ir_version": self.ir_version, "producer": self.producer,
-                "ops": self.ops, "nodes": sum(self.ops.values()),
-                "inputs": [i.to_json() for i in self.inputs], "outputs": [o.to_json() for o in self.outputs],
-                "dynamic_inputs": self.dynamic_inputs, "unsupported": self.unsupported,
-                "preparation": self.preparation, "folded": self.folded, "problems": self.problems,
-                "buildable": self.buildable}
+        return {
+            "model": self.path,
+            "opset": self.opset,
+            "ir_version": self.ir_version,
+            "producer": self.producer,
+            "ops": self.ops,
+            "nodes": sum(self.ops.values()),
+            "inputs": [i.to_json() for i in self.inputs],
+            "outputs": [o.to_json() for o in self.outputs],
+            "dynamic_inputs": self.dynamic_inputs,
+            "unsupported": self.unsupported,
+            "preparation": self.preparation,
+            "folded": self.folded,
+            "problems": self.problems,
+            "buildable": self.buildable,
+        }
 
 
 def check_model(path: str, shapes: dict | None = None, consts: dict | None = None) -> CheckReport:
-    from .frontend import import_to_relax, unsupported_nodes
+    from ..frontend import import_to_relax, unsupported_nodes
 
     model = load_onnx(path)
     shapes = dict(shapes or {})
-    report = CheckReport(path=path, opset=default_opset(model), ir_version=model.ir_version,
-                         producer=f"{model.producer_name} {model.producer_version}".strip(),
-                         ops=op_histogram(model), inputs=graph_inputs(model), outputs=graph_outputs(model))
+    report = CheckReport(
+        path=path,
+        opset=default_opset(model),
+        ir_version=model.ir_version,
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        ops=op_histogram(model),
+        inputs=graph_inputs(model),
+        outputs=graph_outputs(model),
+    )
     consts = dict(consts or {})
     names = [i.name for i in report.inputs]
     for name in list(shapes) + list(consts):
@@ -51,7 +67,8 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
             raise TunerError(f"{path} has no input named {name!r}", f"inputs are: {', '.join(names) or '(none)'}")
     report.dynamic_inputs = [
         {"name": i.name, "shape": i.shape, "dynamic_dims": i.dynamic_dims}
-        for i in report.inputs if (i.dynamic_dims or i.shape == [None]) and i.name not in shapes and i.name not in consts
+        for i in report.inputs
+        if (i.dynamic_dims or i.shape == [None]) and i.name not in shapes and i.name not in consts
     ]
     prepared = None
     if not report.dynamic_inputs:

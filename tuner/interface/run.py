@@ -6,8 +6,8 @@ import os
 
 import numpy as np
 
-from .errors import TunerError
-from .stats import latency_stats
+from ..errors import TunerError
+from ..stats import latency_stats
 
 
 def load_npz_inputs(path: str) -> dict[str, np.ndarray]:
@@ -21,7 +21,7 @@ def load_npz_inputs(path: str) -> dict[str, np.ndarray]:
 
 
 def save_npz_atomic(path: str, arrays: dict[str, np.ndarray]) -> None:
-    from .package import atomic_write
+    from ..runtime.package import atomic_write
 
     def write(tmp):
         with open(tmp, "wb") as f:
@@ -30,24 +30,39 @@ def save_npz_atomic(path: str, arrays: dict[str, np.ndarray]) -> None:
     atomic_write(path, write)
 
 
-def run_package(package: str, inputs: str | None = None, fill: str = "random", seed: int = 0,
-                outputs: str | None = None, verify: str | None = None, repeat: int = 20, warmup: int = 3,
-                device: str | None = None) -> dict:
-    from .runtime import load
+def run_package(
+    package: str,
+    inputs: str | None = None,
+    fill: str = "random",
+    seed: int = 0,
+    outputs: str | None = None,
+    verify: str | None = None,
+    repeat: int = 20,
+    warmup: int = 3,
+    device: str | None = None,
+) -> dict:
+    from ..runtime import load
 
     model = load(package, device)
     feed = load_npz_inputs(inputs) if inputs else model.random_inputs(seed=seed, fill=fill)
     if inputs:
         extra = [k for k in feed if k not in model.input_names]
         if extra:
-            raise TunerError(f"--inputs {inputs}: arrays {', '.join(extra)} match no input",
-                             f"inputs are: {', '.join(model.input_names)}")
+            raise TunerError(
+                f"--inputs {inputs}: arrays {', '.join(extra)} match no input",
+                f"inputs are: {', '.join(model.input_names)}",
+            )
     result_outputs = model(**feed)
     times = model.benchmark(**feed, repeat=repeat, warmup=warmup)
-    result = {"package": package, "target": model.manifest["target"]["key"], "fusion": model.manifest["fusion"],
-              "precision": model.manifest.get("precision", "float32"),
-              "kernels": model.manifest["kernels"], "num_threads": os.environ.get("TVM_NUM_THREADS"),
-              "latency_ms": latency_stats(times)}
+    result = {
+        "package": package,
+        "target": model.manifest["target"]["key"],
+        "fusion": model.manifest["fusion"],
+        "precision": model.manifest.get("precision", "float32"),
+        "kernels": model.manifest["kernels"],
+        "num_threads": os.environ.get("TVM_NUM_THREADS"),
+        "latency_ms": latency_stats(times),
+    }
     if outputs:
         save_npz_atomic(outputs, result_outputs)
         result["outputs_file"] = outputs
@@ -57,21 +72,23 @@ def run_package(package: str, inputs: str | None = None, fill: str = "random", s
 
 
 def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict:
-    from .onnx_model import sha256_file
-    from .reference import compare_outputs, run_onnxruntime
+    from ..onnx_model import sha256_file
+    from ..reference import compare_outputs, run_onnxruntime
 
     if not os.path.exists(onnx_path):
         raise TunerError(f"--verify {onnx_path}: no such file")
     built_for = model.manifest["model"]
     if sha256_file(onnx_path) != built_for["sha256"]:
-        raise TunerError(f"--verify {onnx_path}: not the model this package was built from "
-                         f"({built_for['file']}, sha256 {built_for['sha256'][:12]}…)",
-                         "verify against the ONNX file given to compile")
+        raise TunerError(
+            f"--verify {onnx_path}: not the model this package was built from "
+            f"({built_for['file']}, sha256 {built_for['sha256'][:12]}…)",
+            "verify against the ONNX file given to compile",
+        )
     ref_feed = dict(feed)
     for name, value in (model.manifest.get("consts") or {}).items():
         ref_feed[name] = np.asarray(value, dtype=_const_dtype(onnx_path, name))
     expected = run_onnxruntime(onnx_path, ref_feed, threads=model.manifest.get("num_threads"))
-    from .precision import get_precision
+    from ..precision import get_precision
 
     precision = get_precision(model.manifest.get("precision"))
     return compare_outputs(actual, expected, rtol=precision.rtol, atol=precision.atol)

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 
-from .errors import TunerError
+from ..errors import TunerError
 
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
@@ -103,19 +103,31 @@ def new_manifest(target_spec, fusion: str) -> dict:
     import tvm
     import tvm_ffi
 
-    from .target import host_cpu_name
+    from ..target import host_cpu_name
 
-    return {"format": FORMAT, "tvm_version": tvm.__version__, "tvm_ffi_version": tvm_ffi.__version__,
-            "target": target_spec.to_json(), "target_key": target_spec.key, "target_str": str(target_spec.tvm_target()),
-            "host": host_cpu_name(), "fusion": fusion, "tasks": {}, "models": {}, "wall_seconds": 0.0,
-            "created": now()}
+    return {
+        "format": FORMAT,
+        "tvm_version": tvm.__version__,
+        "tvm_ffi_version": tvm_ffi.__version__,
+        "target": target_spec.to_json(),
+        "target_key": target_spec.key,
+        "target_str": str(target_spec.tvm_target()),
+        "host": host_cpu_name(),
+        "fusion": fusion,
+        "tasks": {},
+        "models": {},
+        "wall_seconds": 0.0,
+        "created": now(),
+    }
 
 
 def check_target(db_dir: str, manifest: dict | None, target_spec) -> None:
     if manifest and manifest.get("target_key") != target_spec.key:
-        raise TunerError(f"tuning database {db_dir} holds records for {manifest.get('target_key')}, not for "
-                         f"{target_spec.key}; they are not applied to another target",
-                         f"tune for {target_spec.key} into another folder, or build with --target matching the database")
+        raise TunerError(
+            f"tuning database {db_dir} holds records for {manifest.get('target_key')}, not for "
+            f"{target_spec.key}; they are not applied to another target",
+            f"tune for {target_spec.key} into another folder, or build with --target matching the database",
+        )
 
 
 def open_database(db_dir: str, target_spec=None, create: bool = False):
@@ -133,8 +145,9 @@ def open_database(db_dir: str, target_spec=None, create: bool = False):
         check_target(db_dir, manifest, target_spec)
     notes = repair(db_dir)
     try:
-        db = ms.database.JSONDatabase(os.path.join(db_dir, WORKLOADS), os.path.join(db_dir, RECORDS),
-                                      allow_missing=True)
+        db = ms.database.JSONDatabase(
+            os.path.join(db_dir, WORKLOADS), os.path.join(db_dir, RECORDS), allow_missing=True
+        )
     except Exception as err:
         raise TunerError(f"tuning database {db_dir} cannot be loaded: {str(err).strip().splitlines()[-1]}") from err
     return db, manifest, notes
@@ -187,7 +200,7 @@ def apply_database(mod, target_spec, db_dir: str):
     import tvm
     from tvm import relax
 
-    from .lowering import primfuncs
+    from ..ir import primfuncs
 
     db, manifest, notes = open_database(db_dir, target_spec)
     target = target_spec.tvm_target()
@@ -196,8 +209,15 @@ def apply_database(mod, target_spec, db_dir: str):
     funcs = primfuncs(applied_mod)
     tuned = sorted(n for n, f in funcs.items() if f.attrs is not None and "tirx.is_scheduled" in f.attrs)
     untuned = sorted(n for n in funcs if n not in tuned)
-    info = {"path": db_dir, "digest": digest(db_dir), "target_key": (manifest or {}).get("target_key"),
-            "kernels": len(funcs), "applied": len(tuned), "untuned": untuned, "repairs": notes}
+    info = {
+        "path": db_dir,
+        "digest": digest(db_dir),
+        "target_key": (manifest or {}).get("target_key"),
+        "kernels": len(funcs),
+        "applied": len(tuned),
+        "untuned": untuned,
+        "repairs": notes,
+    }
     return applied_mod, info
 
 
@@ -213,8 +233,11 @@ def merge(sources: list[str], dst: str) -> dict:
         manifests.append((src, m))
     keys = {m.get("target_key") for _, m in manifests if m}
     if len(keys) > 1:
-        raise TunerError("db merge: the sources are for different targets: " + ", ".join(
-            f"{s} ({m.get('target_key')})" for s, m in manifests if m), "merge databases of one target only")
+        raise TunerError(
+            "db merge: the sources are for different targets: "
+            + ", ".join(f"{s} ({m.get('target_key')})" for s, m in manifests if m),
+            "merge databases of one target only",
+        )
     dst_manifest = read_manifest(dst) if os.path.isdir(dst) else None
     if dst_manifest and keys and dst_manifest.get("target_key") not in keys:
         raise TunerError(f"db merge: {dst} is for {dst_manifest.get('target_key')}, the sources for {keys.pop()}")
@@ -235,8 +258,9 @@ def merge(sources: list[str], dst: str) -> dict:
                 continue
             seen.add(key)
             workload = out.commit_workload(rec.workload.mod)
-            out.commit_tuning_record(ms.database.TuningRecord(rec.trace, workload, rec.run_secs, rec.target,
-                                                              rec.args_info))
+            out.commit_tuning_record(
+                ms.database.TuningRecord(rec.trace, workload, rec.run_secs, rec.target, rec.args_info)
+            )
             added += 1
     merged = dst_manifest or dict(next((m for _, m in manifests if m), None) or {"format": FORMAT})
     merged.setdefault("tasks", {})
@@ -253,10 +277,16 @@ def merge(sources: list[str], dst: str) -> dict:
 
 
 def _record_key(rec) -> str:
-    import tvm
 
-    return json.dumps([str(__import__('tvm_ffi').structural_hash(rec.workload.mod)), str(rec.trace.as_json()),
-                       [round(float(x), 12) for x in (rec.run_secs or [])]], sort_keys=True, default=str)
+    return json.dumps(
+        [
+            str(__import__("tvm_ffi").structural_hash(rec.workload.mod)),
+            str(rec.trace.as_json()),
+            [round(float(x), 12) for x in (rec.run_secs or [])],
+        ],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def show(db_dir: str) -> dict:
@@ -273,9 +303,25 @@ def show(db_dir: str) -> dict:
         name = by_hash.get(h, f"workload_{idx}")
         flops = manifest.get("tasks", {}).get(name, {}).get("flops")
         best_ms = c["best_s"] * 1e3 if c["best_s"] else None
-        tasks.append({"task": name, "trials": c["trials"], "best_ms": best_ms, "flops": flops,
-                      "gflops": (flops / c["best_s"] / 1e9) if flops and c["best_s"] else None})
-    return {"db": db_dir, "target": manifest.get("target_key"), "tvm_version": manifest.get("tvm_version"),
-            "host": manifest.get("host"), "fusion": manifest.get("fusion"), "models": manifest.get("models", {}),
-            "workloads": len(hashes), "records": sum(c["trials"] for c in counts.values()), "tasks": tasks,
-            "wall_seconds": manifest.get("wall_seconds"), "repairs": notes}
+        tasks.append(
+            {
+                "task": name,
+                "trials": c["trials"],
+                "best_ms": best_ms,
+                "flops": flops,
+                "gflops": (flops / c["best_s"] / 1e9) if flops and c["best_s"] else None,
+            }
+        )
+    return {
+        "db": db_dir,
+        "target": manifest.get("target_key"),
+        "tvm_version": manifest.get("tvm_version"),
+        "host": manifest.get("host"),
+        "fusion": manifest.get("fusion"),
+        "models": manifest.get("models", {}),
+        "workloads": len(hashes),
+        "records": sum(c["trials"] for c in counts.values()),
+        "tasks": tasks,
+        "wall_seconds": manifest.get("wall_seconds"),
+        "repairs": notes,
+    }

@@ -93,8 +93,14 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
     rep = compare_outputs(got, exp, rtol=case.rtol, atol=0.0)
     # The suite's own rule: allclose(rtol, atol) elementwise.
     ok = len(flat) == len(expected) and all(
-        g.shape == e.shape and (np.array_equal(g, e) if e.dtype.kind in "iubSUO" else
-                                np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True))
-        for g, e in zip(flat, exp.values()))
-    return CaseResult(case.name, op, "pass" if ok else "fail",
-                      "" if ok else f"outputs differ (max_abs_err {rep['max_abs_err']:.3g})")
+        g.shape == e.shape
+        and (
+            np.array_equal(g, e)
+            if e.dtype.kind in "iubSUO"
+            else np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True)
+        )
+        for g, e in zip(flat, exp.values())
+    )
+    return CaseResult(
+        case.name, op, "pass" if ok else "fail", "" if ok else f"outputs differ (max_abs_err {rep['max_abs_err']:.3g})"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import TunerError
+from ..errors import TunerError
 
 _SHAPE_RE = re.compile(r"^(?P<name>.+):(?P<dims>\d+(?:[x,]\d+)*|\[\s*\d*(?:\s*,\s*\d+)*\s*\]|scalar)$")
 
@@ -50,7 +50,3 @@ def parse_consts(values: list[str] | None) -> dict[str, float | int]:
                 except ValueError:
                     raise TunerError(f"--const {item!r}: {raw!r} is not a number") from None
     return consts
-
-
-def format_shape(shape) -> str:
-    return "x".join(str(d) for d in shape) if shape else "scalar"

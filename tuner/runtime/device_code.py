@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from .errors import TunerError
+from ..errors import TunerError
 
 MEMBER = "device/kernels.{arch}.fatbin"
 
@@ -41,8 +41,10 @@ def compile_fatbin(source: str, target_spec) -> bytes:
     import shutil
 
     if not shutil.which("nvcc"):
-        raise TunerError("CUDA build: nvcc is not on PATH, so the package cannot carry compiled device code",
-                         "install the CUDA toolkit (nvcc) on the build machine")
+        raise TunerError(
+            "CUDA build: nvcc is not on PATH, so the package cannot carry compiled device code",
+            "install the CUDA toolkit (nvcc) on the build machine",
+        )
     os.environ.setdefault("CUDA_PATH", "/usr/local/cuda")  # /usr/local/bin/nvcc may be a wrapper
     from tvm.support import nvcc
 
@@ -51,21 +53,31 @@ def compile_fatbin(source: str, target_spec) -> bytes:
         with target_spec.tvm_target():  # nvcc.compile_cuda reads parts of its command line from the target
             return bytes(nvcc.compile_cuda(source, target_format="fatbin", arch=arch, compiler="nvcc"))
     except Exception as err:
-        raise TunerError(f"CUDA build: nvcc failed for {arch}: {str(err).strip().splitlines()[-1][:300]}",
-                         "run with --debug for the full nvcc output") from err
+        raise TunerError(
+            f"CUDA build: nvcc failed for {arch}: {str(err).strip().splitlines()[-1][:300]}",
+            "run with --debug for the full nvcc output",
+        ) from err
 
 
 def package_members(executable, target_spec) -> tuple[dict[str, bytes], dict]:
     """({member: fatbin}, manifest entry) for a CUDA executable."""
     sources = cuda_sources(executable)
     if len(sources) != 1:
-        raise TunerError(f"CUDA build: expected one CUDA module in the library, found {len(sources)}",
-                         "this is a bug; please report it")
+        raise TunerError(
+            f"CUDA build: expected one CUDA module in the library, found {len(sources)}",
+            "this is a bug; please report it",
+        )
     arch = target_spec.arch
     blob = compile_fatbin(sources[0], target_spec)
     member = MEMBER.format(arch=arch)
-    return {member: blob}, {"format": "fatbin", "arch": arch, "member": member, "source_sha256": sha256(sources[0]),
-                            "compiler": "nvcc", "bytes": len(blob)}
+    return {member: blob}, {
+        "format": "fatbin",
+        "arch": arch,
+        "member": member,
+        "source_sha256": sha256(sources[0]),
+        "compiler": "nvcc",
+        "bytes": len(blob),
+    }
 
 
 class PackagedDeviceCode:
@@ -77,8 +89,10 @@ class PackagedDeviceCode:
 
     def __call__(self, code: str) -> bytes:
         if sha256(code) != self.entry["source_sha256"]:
-            raise TunerError(f"{self.path}: the library asked for CUDA code the package does not carry",
-                             "the package was built by another fusion-tuner/TVM; rebuild it")
+            raise TunerError(
+                f"{self.path}: the library asked for CUDA code the package does not carry",
+                "the package was built by another fusion-tuner/TVM; rebuild it",
+            )
         self.served += 1
         return self.blob
 

@@ -1,0 +1,33 @@
+"""The `compile` command's work: ONNX file -> prepared graph -> fused kernels -> (tuning records) -> package."""
+
+from __future__ import annotations
+
+import time
+
+from ..build import BuildResult, build_prepared, output_shapes_from_build, write_build
+from ..fusion import get_strategy
+from ..onnx_model import prepare_model
+from ..runtime.package import check_writable
+from ..target import resolve_target
+
+
+def compile_model(
+    model: str,
+    output: str,
+    target: str = "auto",
+    fusion: str = "tvm",
+    db: str | None = None,
+    shapes: dict | None = None,
+    consts: dict | None = None,
+    precision: str | None = None,
+) -> tuple[BuildResult, dict]:
+    """The `compile` command's work: returns the build and the manifest written to `output`."""
+    strategy = get_strategy(fusion)
+    target_spec = resolve_target(target)
+    check_writable(output)
+    t0 = time.perf_counter()
+    prepared = prepare_model(model, shapes, consts, precision=precision)
+    result = build_prepared(prepared, target_spec, strategy, db)
+    output_shapes_from_build(result)
+    manifest = write_build(result, output, time.perf_counter() - t0)
+    return result, manifest

@@ -1,0 +1,149 @@
+"""IR helpers every stage shares: tensor bytes, FLOPs, PrimFuncs, kernel launch sites, memory footprint, and the
+printed TIR of each kernel.
+
+Fusion strategies, the plan, compare and build import from here (never from each other), which keeps the
+import graph one-way. TVM 0.27's wheel registers no TIR visitor for Python (the only post-order visit is
+`relax.analysis.post_order_visit`), so facts about a kernel's loops come from its printed TVMScript:
+`kernel_scripts` prints each PrimFunc once and callers read from that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# TVM's OpPatternKind (include/tvm/relax/op_attr_types.h)
+# 4 is kOutEWiseFusable: conv/matmul/pool-like "anchors" that can absorb element-wise consumers
+PATTERN_KINDS = {0: "elemwise", 1: "broadcast", 2: "injective", 3: "reduce", 4: "anchor", 7: "tuple", 8: "opaque"}
+
+
+@dataclass
+class KernelSite:
+    """One kernel launch in `main`: the PrimFunc called and the Relax binding it produces."""
+
+    kernel: str
+    var: str
+
+
+def nbytes(ty) -> int:
+    """Bytes of a Relax tensor (or tuple) type with a static shape; 0 when the shape is symbolic."""
+    import numpy as np
+    from tvm import relax
+
+    if isinstance(ty, relax.TensorType) and ty.shape is not None:
+        n = 1
+        try:
+            for d in ty.shape.values:
+                n *= int(d)
+        except (TypeError, ValueError):
+            return 0
+        return n * np.dtype(str(ty.dtype)).itemsize
+    if isinstance(ty, relax.TupleType):
+        return sum(nbytes(f) for f in ty.fields)
+    return 0
+
+
+def op_pattern(func) -> str:
+    """The op-pattern kind AnnotateTIROpPattern gave a PrimFunc, as a word."""
+    if func is None or func.attrs is None or "op_pattern" not in func.attrs:
+        return "opaque"
+    return PATTERN_KINDS.get(int(func.attrs["op_pattern"]), str(int(func.attrs["op_pattern"])))
+
+
+def flops(func) -> float:
+    """FLOPs of one PrimFunc (or an IRModule of one), by TVM's estimator; 0 when it cannot tell."""
+    import tvm
+
+    if func is None:
+        return 0.0
+    mod = func if isinstance(func, tvm.IRModule) else tvm.IRModule({"main": func})
+    try:
+        return float(tvm.s_tir.analysis.estimate_tir_flops(mod))
+    except Exception:
+        return 0.0
+
+
+def primfuncs(mod) -> dict:
+    """{name: PrimFunc} of a module."""
+    import tvm
+
+    return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+
+
+def kernel_scripts(mod) -> dict[str, str]:
+    """{name: printed TIR} of every PrimFunc, printed once (see the module docstring for why we read scripts)."""
+    return {name: f.script() for name, f in primfuncs(mod).items()}
+
+
+def kernel_sites(mod) -> list[KernelSite]:
+    """Kernel launches per inference: `call_tir` sites in main, in execution order.
+
+    Reshapes that the VM turns into views (RewriteDataflowReshape) launch nothing and are not counted.
+    """
+    import tvm
+    from tvm import relax
+
+    mod = relax.transform.RewriteDataflowReshape()(mod)
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    sites: list[KernelSite] = []
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and value.op == call_tir:
+                sites.append(KernelSite(value.args[0].name_hint, binding.var.name))
+    return sites
+
+
+def product(values) -> int:
+    """Product of the values; 0 for none."""
+    out = 0
+    for v in values:
+        out = v if out == 0 else out * v
+    return out
+
+
+def memory_footprint(fused_mod, target) -> dict:
+    """What one inference holds on the device: weights (distinct constants) and planned intermediate storage.
+    Inputs and outputs come on top. Recorded in packages so an out-of-memory error can say what was needed."""
+    import tvm
+    from tvm import relax
+
+    constants = set()  # ObjectRefs hash by identity: a constant used twice counts once
+
+    def visit(expr):
+        if isinstance(expr, tvm.ir.expr.Constant):
+            constants.add(expr)
+
+    relax.analysis.post_order_visit(fused_mod["main"], visit)
+    planned, _ = storage(fused_mod, target)
+    return {"weights_bytes": sum(nbytes(c.ty) for c in constants), "intermediate_bytes": planned}
+
+
+def storage(fused_mod, target) -> tuple[int, int]:
+    """(planned, unplanned) bytes of intermediate storage: StaticPlanBlockMemory's `alloc_storage` sizes,
+    and the sum of every tensor it placed (what a planner-less runtime would hold)."""
+    import tvm
+    from tvm import relax
+
+    t = relax.transform
+    seq = tvm.transform.Sequential(
+        [
+            t.RewriteDataflowReshape(),
+            t.ToNonDataflow(),
+            t.RemovePurityChecking(),
+            t.CallTIRRewrite(),
+            t.StaticPlanBlockMemory(),
+        ]
+    )
+    with target, tvm.transform.PassContext(opt_level=3):
+        planned_mod = seq(fused_mod)
+    storage_op = tvm.ir.Op.get("relax.memory.alloc_storage")
+    tensor_op = tvm.ir.Op.get("relax.memory.alloc_tensor")
+    planned = unplanned = 0
+    for block in planned_mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and v.op == storage_op and isinstance(v.args[0], relax.ShapeExpr):
+                planned += product(int(x) for x in v.args[0].values) or 0
+            elif isinstance(v, relax.Call) and v.op == tensor_op:
+                unplanned += nbytes(b.var.ty)
+    return planned, unplanned

@@ -1,0 +1,294 @@
+"""Provenance: which ONNX nodes went into which kernel.
+
+The importer names bindings after ONNX nodes (tuner.frontend). Lowering is run twice, unfused (every op a
+`call_tir` in main, named after its node) and grouped (FuseOps before FuseTIR, so each group is still a Relax
+function whose inner bindings keep those names), and groups are matched back to unfused ops member by member,
+by data flow rather than by name: FuseOps renames group outputs and shares one function between identical
+groups, CombineParallelMatmul makes one op of several, FuseTransposeMatmul folds a transpose into a matmul.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ir import flops, nbytes, op_pattern, primfuncs
+from .model import FusionPlan, Group, Member
+from .reasons import base_name, boundaries
+
+
+def build_plan(
+    model: str, target: str = "llvm", fusion: str = "tvm", shapes=None, consts=None, precision: str | None = None
+) -> FusionPlan:
+    """Import, lower unfused and grouped, match the groups back to ONNX nodes, and say why each boundary is there."""
+    from ..frontend import import_to_relax
+    from ..fusion import get_strategy
+    from ..lowering import import_for, lower
+    from ..onnx_model import prepare_model
+    from ..target import resolve_target
+
+    strategy = get_strategy(fusion)
+    spec = resolve_target(target)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
+    mod, _, prov = import_to_relax(prepared)
+    unfused = lower(mod, spec, get_strategy("none"))
+    smod, params, _ = import_for(prepared, strategy)
+    grouped = lower(smod, spec, strategy, fuse_tir=False, params=params)
+    groups = ProvenanceMatcher(unfused, grouped, prov).groups()
+    launched = set(_launched_vars(grouped))
+    for g in groups:
+        g.launched = g.var in launched
+    unfused_count = len(_launched_vars(unfused))  # a list: names may repeat
+    refused = {}  # binding name -> "pattern: why", from the strategy's own decision log
+    for cand, var, why in strategy.decisions():
+        refused.setdefault(var, f"pattern check failed ({cand}): {why}")
+    notes = list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
+    notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
+    return FusionPlan(
+        prepared.path,
+        strategy.name,
+        spec.key,
+        groups,
+        boundaries(groups, strategy, refused),
+        unfused_count,
+        notes,
+        precision=prepared.precision,
+    )
+
+
+def _strategy_notes(strategy, groups, grouped, unfused, unfused_count) -> list[str]:
+    notes = []
+    if "horizontal" in strategy.name.split("+"):
+        # CombineParallelMatmul leaves a split after each merged MatMul; none new means nothing merged
+        def splits(funcs):
+            return sum(n.startswith("split") for n in funcs)
+
+        if splits(primfuncs(grouped)) <= splits(primfuncs(unfused)):
+            notes.append(
+                "horizontal: nothing to merge (no parallel MatMuls sharing an input with constant "
+                "weights); built as the fallback grouping"
+            )
+    if strategy.fuses and sum(g.launched for g in groups) == unfused_count:
+        notes.append(f"strategy {strategy.name} fused nothing in this model")
+    return notes
+
+
+def _tir_args(call) -> list:
+    from tvm import relax
+
+    a = call.args[1]
+    return list(a.fields) if isinstance(a, relax.Tuple) else [a]
+
+
+class ProvenanceMatcher:
+    """Matches each op of the grouped module to the unfused op (or ops) it computes, by data flow."""
+
+    def __init__(self, unfused, grouped, prov):
+        import tvm
+
+        self.call_tir = tvm.ir.Op.get("relax.call_tir")
+        self.grouped = grouped
+        self.grouped_funcs = primfuncs(grouped)
+        self.names, ids = _refine_provenance(unfused["main"], prov)
+        # Unfused bindings indexed by (primfunc base name, var args)
+        self.index: dict = {}
+        self.out_bytes: dict = {}  # unfused unique id -> bytes of its output
+        self.absorbed: dict = {}  # unfused id -> ids of unfused ops a pass folded into it (FuseTransposeMatmul)
+        self.uid = {}  # unfused Var -> unique id
+        self._index_unfused(unfused, ids)
+        # Keyed by Var objects, not names: passes (FuseOpsByPattern) may give several bindings one name.
+        self.to_unfused: dict = {}  # grouped-main Var -> unfused-main unique id
+        self.gid: dict = {}  # grouped-main Var -> unique id used for groups and boundaries
+        unfused_params = {p.name: self.uid.get(p, p.name) for p in unfused["main"].params}
+        for p in grouped["main"].params:  # graph inputs keep their names in both lowerings
+            self.to_unfused[p] = unfused_params.get(p.name, p.name)
+
+    def _index_unfused(self, unfused, ids):
+        from tvm import relax
+
+        for k, b in enumerate(b for blk in unfused["main"].body.blocks for b in blk.bindings):
+            self.uid[b.var] = ids[k]
+            if isinstance(b.value, relax.Call) and b.value.op == self.call_tir:
+                key = (
+                    base_name(b.value.args[0].name_hint),
+                    tuple(self.uid.get(a, a.name) for a in _tir_args(b.value) if isinstance(a, relax.Var)),
+                )
+                self.index.setdefault(key, []).append(ids[k])
+                self.out_bytes[ids[k]] = nbytes(b.var.ty)
+
+    def match(self, callee, args, env, out_nbytes):
+        """The unfused binding this call computes, or a list of them for a horizontal merge."""
+        from tvm import relax
+
+        # args missing from env are group parameters bound to constants (constants are not vars unfused)
+        vals = list(args) if env is None else [env[a] for a in args if isinstance(a, relax.Var) and a in env]
+        width = max((len(v) for v in vals if isinstance(v, list)), default=0)
+        if width:  # an op on merged tensors: the split hands each slice on; others repeat per slice
+            if base_name(callee) == "split":
+                return next(v for v in vals if isinstance(v, list))
+            per = [
+                self.match(callee, [v[i] if isinstance(v, list) else v for v in vals], None, None) for i in range(width)
+            ]
+            return per if all(per) else None
+        hits = self.index.get((base_name(callee), tuple(vals)))
+        if not hits and base_name(callee) == "NT_matmul" and len(vals) == 2:
+            # FuseTransposeMatmul: matmul(a, permute_dims(b)) became one NT_matmul (unfused: a transpose, a matmul)
+            t = self.index.get(("transpose", (vals[1],)))
+            if t:
+                t_id = t.pop(0)
+                m = self.match("matmul", [vals[0], t_id], None, None)
+                if m:
+                    self.absorbed[m] = [t_id]
+                    return m
+        if not hits:
+            return None
+        if out_nbytes and len(hits) > 1 and out_nbytes > self.out_bytes[hits[0]]:
+            # CombineParallelMatmul: one wide MatMul computes several unfused ones that share this input
+            take = []
+            while hits and sum(self.out_bytes[h] for h in take) < out_nbytes:
+                take.append(hits.pop(0))
+            return take
+        return hits.pop(0)
+
+    def member(self, call, env):
+        callee = call.args[0].name_hint
+        func = self.grouped_funcs.get(callee)
+        src = self.match(callee, _tir_args(call), env, nbytes(call.ty))
+        if isinstance(src, list):
+            # the merge's own split has no ONNX node: it hands each slice to its original consumers
+            ids = [] if base_name(callee) == "split" else src
+        else:
+            ids = [src, *self.absorbed.get(src, [])] if src else []
+        refs = [self.names.get(i) for i in ids]
+        first = refs[0] if refs else None
+        merged = [(r.name, r.op_type) for r in refs[1:] if r is not None]
+        return src, Member(
+            (src[0] if isinstance(src, list) else src) or "?",
+            callee,
+            op_pattern(func),
+            first.name if first else None,
+            first.op_type if first else None,
+            nbytes(call.ty),
+            flops(func) if func is not None else 0.0,
+            merged,
+        )
+
+    def _group_members(self, v):
+        """(args, members, src, kernel) of a binding that launches a kernel, or None."""
+        from tvm import relax
+
+        if v.op == self.call_tir:
+            src, m = self.member(v, self.to_unfused)
+            return _tir_args(v), [m], src, v.args[0].name_hint
+        if not (isinstance(v.op, relax.GlobalVar) and isinstance(self.grouped[v.op], relax.Function)):
+            return None
+        args, inner = list(v.args), self.grouped[v.op]
+        env = {
+            p: self.to_unfused[a]
+            for p, a in zip(inner.params, args)
+            if isinstance(a, relax.Var) and a in self.to_unfused
+        }
+        members, src = [], None
+        for iblk in inner.body.blocks:
+            for ib in iblk.bindings:
+                if isinstance(ib.value, relax.Call) and ib.value.op == self.call_tir:
+                    src, m = self.member(ib.value, env)
+                    if src:
+                        env[ib.var] = src
+                    members.append(m)
+                elif isinstance(ib.value, relax.Var) and ib.value in env:
+                    env[ib.var] = env[ib.value]
+        return args, members, src, v.op.name_hint
+
+    def groups(self) -> list[Group]:
+        import tvm
+        from tvm import relax
+
+        groups: list[Group] = []
+        position = 0
+        for blk in self.grouped["main"].body.blocks:
+            for b in blk.bindings:
+                position += 1
+                self.gid[b.var] = f"{b.var.name}#{position}"
+                v = b.value
+                if isinstance(v, relax.Var) and v in self.to_unfused:  # an alias binding
+                    self.to_unfused[b.var] = self.to_unfused[v]
+                    self.gid[b.var] = self.gid.get(v, self.gid[b.var])
+                    continue
+                if isinstance(v, relax.TupleGetItem) and isinstance(self.to_unfused.get(v.tuple_value), list):
+                    self.to_unfused[b.var] = self.to_unfused[v.tuple_value][v.index]  # a slice of a merge
+                    self.gid[b.var] = self.gid.get(v.tuple_value, self.gid[b.var])
+                    continue
+                found = self._group_members(v) if isinstance(v, relax.Call) else None
+                if found is None:
+                    continue
+                args, members, src, kernel = found
+                if src:
+                    self.to_unfused[b.var] = src
+                groups.append(
+                    Group(
+                        kernel,
+                        self.gid[b.var],
+                        members,
+                        [self.gid.get(a, a.name) for a in args if isinstance(a, relax.Var)],
+                        sum(nbytes(a.ty) for a in args if isinstance(a, relax.Var)),
+                        nbytes(b.var.ty),
+                        sum(nbytes(a.ty) for a in args if isinstance(a, tvm.ir.expr.Constant)),
+                    )
+                )
+        return groups
+
+
+def _refine_provenance(unfused_main, prov) -> dict:
+    """var -> OnnxNodeRef for every binding of the unfused main.
+
+    Passes create bindings with fresh names (DecomposeOpsForInference turns a BatchNorm into four ops). A run of
+    unknown bindings between the bindings of ONNX nodes i and j belongs to the nodes strictly between i and j
+    whose own bindings vanished (the BatchNorm), else to node j.
+    """
+    order = {ref.name: k for k, ref in enumerate(prov.nodes)}
+    bindings = [b.var.name for blk in unfused_main.body.blocks for b in blk.bindings]
+    ids = _unique_ids(unfused_main)
+    # "lv"/"gv" names are the ones passes invent; they may collide with importer-internal ones.
+    known = {
+        i: prov.by_var[v]
+        for v, i in zip(bindings, ids)
+        if v in prov.by_var and prov.by_var[v].name in order and not re.fullmatch(r"[lg]v\d*", v)
+    }
+    present = {ref.name for ref in known.values()}
+    result, pending, last = {}, [], -1
+    for v in ids + [None]:
+        ref = known.get(v) if v is not None else None
+        if v is not None and ref is None:
+            pending.append(v)
+            continue
+        nxt = order[ref.name] if ref is not None else len(prov.nodes)
+        vanished = [prov.nodes[k] for k in range(last + 1, nxt) if prov.nodes[k].name not in present]
+        owner = vanished[-1] if vanished else ref
+        for p in pending:
+            if owner is not None:
+                result[p] = owner
+        pending = []
+        if ref is not None:
+            result[v] = ref
+            last = nxt
+    return result, ids
+
+
+def _unique_ids(func) -> list[str]:
+    """Binding names made unique by position (passes may reuse a name within one function)."""
+    return [f"{b.var.name}#{k}" for k, b in enumerate(b for blk in func.body.blocks for b in blk.bindings)]
+
+
+def _launched_vars(mod) -> list[str]:
+    """Bindings of main that still launch something after reshapes become views, as `name#position` ids
+    (RewriteDataflowReshape rewrites values in place, so positions match the module it was given)."""
+    from tvm import relax
+
+    main = relax.transform.RewriteDataflowReshape()(mod)["main"]
+    bindings = [b for blk in main.body.blocks for b in blk.bindings]
+    return [
+        f"{b.var.name}#{k}"
+        for k, b in enumerate(bindings, 1)
+        if isinstance(b.value, relax.Call)
+        and (isinstance(b.value.op, relax.GlobalVar) or getattr(b.value.op, "name", "") == "relax.call_tir")
+    ]

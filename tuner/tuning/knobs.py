@@ -1,0 +1,26 @@
+"""Every tuning knob in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Every tuning knob in one place."""
+
+    trials: int = 64  # total for the model, over all tasks
+    max_trials_per_task: int | None = None
+    num_trials_per_iter: int = 8
+    round_trials: int | None = None  # default: 4 iterations per task per round
+    time_budget_s: float | None = None
+    early_stopping: int | None = None  # stop after this many rounds without improvement
+    trivial_flops: float = 4e3  # below this a kernel keeps its default schedule
+    cost_model: str = "xgb"  # xgb | random
+    search: str = "evolutionary"  # evolutionary | replay-trace
+    seed: int | None = None
+    only: tuple = ()
+    skip: tuple = ()
+    builder_timeout_s: float = 60.0
+    runner_timeout_s: float = 30.0
+    rpc: str | None = None  # TRACKER_HOST:PORT:KEY: measure on remote devices (a GPU box) instead of here

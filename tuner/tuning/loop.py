@@ -1,0 +1,307 @@
+"""tune-model's search loop: MetaSchedule over every fused kernel, with budget accounting, resume and kill safety.
+
+The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
+
+    tasks   = extract_tasks(fused module)            # one per distinct fused kernel
+    tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
+    tasks   = the heaviest (FLOPs x weight) when the budget cannot give each one search iteration
+    done    = trials already recorded per task        # from the database files, not a counter we keep
+    while budget left and time left:
+        tune_tasks(round of trials, gradient task scheduler, XGB cost model shared across rounds)
+        save cost model + manifest                    # a kill loses at most the round in flight
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..errors import TunerError
+from ..ir import flops
+from . import database as D
+from .builder import fast_build
+from .knobs import Knobs
+from .rpc import runner as make_runner
+from .spaces import round_contexts, with_design_space
+
+
+@dataclass
+class TaskState:
+    name: str
+    flops: float
+    weight: int
+    workload_hash: str
+    trials: int = 0
+    best_ms: float | None = None
+    skipped: str | None = None  # why it is not tuned
+    space: object = None  # the design space it is tuned in (set by with_design_space)
+    note: str | None = None  # e.g. tuned in a reduced design space
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / (self.best_ms * 1e-3) / 1e9 if self.best_ms and self.flops else None
+
+    def to_json(self):
+        return {
+            "task": self.name,
+            "flops": self.flops,
+            "weight": self.weight,
+            "trials": self.trials,
+            "best_ms": self.best_ms,
+            "gflops": self.gflops,
+            "skipped": self.skipped,
+            "note": self.note,
+            "workload_hash": self.workload_hash,
+        }
+
+
+@dataclass
+class TuneResult:
+    db_dir: str
+    tasks: list[TaskState]
+    trials_this_run: int
+    trials_total: int
+    wall_s: float
+    stopped: str  # budget | time | early-stopping | interrupted | nothing-to-do
+    shared_workloads: int = 0
+    repairs: list = field(default_factory=list)
+
+
+def tune(
+    fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_key: str, fusion: str, progress=None
+) -> TuneResult:
+    """Tune every kernel of `fused_mod` into the database at `db_dir` (locked for the duration)."""
+    from filelock import FileLock, Timeout
+
+    os.makedirs(db_dir, exist_ok=True)
+    lock = FileLock(os.path.join(db_dir, D.LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise TunerError(
+            f"tuning database {db_dir} is in use by another tune-model run",
+            "wait for it to finish, or tune into another --db",
+        ) from None
+    try:
+        return _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress)
+    finally:
+        lock.release()
+
+
+@dataclass
+class _Run:
+    """What one tune-model run carries from round to round."""
+
+    db_dir: str
+    db: object
+    manifest: dict
+    states: list
+    tunable: list
+    knobs: Knobs
+    model_key: str
+    fusion: str
+    wall_before: float
+    cost_model: object = None
+    start: float = field(default_factory=time.time)
+
+    def save(self):
+        _save_progress(
+            self.db_dir,
+            self.manifest,
+            self.states,
+            self.model_key,
+            self.fusion,
+            time.time() - self.start,
+            self.cost_model,
+            self.knobs,
+            self.wall_before,
+        )
+
+
+def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress) -> TuneResult:
+    db, manifest, repairs = D.open_database(db_dir, target_spec, create=True)
+    manifest = manifest or D.new_manifest(target_spec, fusion)
+    states, tunable, shared = _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key)
+    tunable = with_design_space(tunable, target_spec, fused_mod)
+    done_before = sum(st.trials for _, st in tunable) if resume else 0
+    budget = max(0, knobs.trials - done_before)
+    if knobs.max_trials_per_task:
+        tunable = [(t, st) for t, st in tunable if not resume or st.trials < knobs.max_trials_per_task]
+    tunable = _fit_budget(tunable, budget, knobs)
+    run = _Run(
+        db_dir, db, manifest, states, tunable, knobs, model_key, fusion, float(manifest.get("wall_seconds", 0.0))
+    )
+    run.cost_model = _cost_model(knobs, target_spec, db_dir, resume)
+    spent, stopped = _rounds(run, target_spec, budget, progress)
+    _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+    run.save()
+    total_trials = sum(s.trials for s in states)
+    return TuneResult(db_dir, states, spent, total_trials, time.time() - run.start, stopped, shared, repairs)
+
+
+def _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key):
+    """(every task's state, the (task, state) pairs to tune, tasks whose records another model made)."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
+    hashes, counts = D.workload_hashes(db_dir), D.record_counts(db_dir)
+    states, tunable, shared = [], [], 0
+    for t in extracted:
+        h = str(tvm_ffi.structural_hash(t.dispatched[0]))
+        st = TaskState(t.task_name, flops(t.dispatched[0]), int(t.weight), h)
+        if h in hashes:
+            c = counts.get(hashes.index(h), {})
+            st.trials, st.best_ms = c.get("trials", 0), (c["best_s"] * 1e3 if c.get("best_s") else None)
+            if st.trials and model_key not in manifest.get("models", {}):
+                shared += 1
+        st.skipped = _selected(t.task_name, knobs) or (
+            f"trivial ({st.flops:.0f} FLOPs < {knobs.trivial_flops:.0f}): default schedule"
+            if st.flops < knobs.trivial_flops
+            else None
+        )
+        states.append(st)
+        if not st.skipped:
+            tunable.append((t, st))
+    return states, tunable, shared
+
+
+def _fit_budget(tunable, budget, knobs):
+    """The gradient scheduler first gives every task one iteration, in task order: with a budget smaller than
+    that, spend it on the kernels with the most work instead of the first ones."""
+    fits = max(1, budget // knobs.num_trials_per_iter)
+    if not budget or len(tunable) <= fits:
+        return tunable
+    ranked = sorted(tunable, key=lambda ts: ts[1].flops * ts[1].weight, reverse=True)
+    for _, st in ranked[fits:]:
+        st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
+    keep = {id(st) for _, st in ranked[:fits]}
+    return [(t, st) for t, st in tunable if id(st) in keep]
+
+
+def _cost_model(knobs, target_spec, db_dir, resume):
+    from tvm.s_tir import meta_schedule as ms
+
+    cores = target_spec.config.get("num-cores", 1)
+    if knobs.cost_model != "xgb":
+        return ms.cost_model.CostModel.create(knobs.cost_model, num_tuning_cores=cores)
+    model = ms.cost_model.XGBModel(num_tuning_cores=cores)
+    path = os.path.join(db_dir, D.COST_MODEL)
+    if resume and os.path.exists(path):
+        model.load(path)  # resume with what the model learned, not from scratch
+    return model
+
+
+def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
+    """Tune in rounds until the budget, the time or the patience runs out: (trials spent, why it stopped)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    knobs, db_dir = run.knobs, run.db_dir
+    console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
+    cores = target_spec.config.get("num-cores", 1)
+    builder = ms.builder.LocalBuilder(f_build=fast_build, timeout_sec=knobs.builder_timeout_s, max_workers=cores)
+    runner = make_runner(knobs)
+    round_trials = knobs.round_trials or max(knobs.num_trials_per_iter * 4 * max(1, len(run.tunable)), 16)
+    spent, stale_rounds, best_total = 0, 0, None
+    if not run.tunable or budget == 0:
+        return spent, "nothing-to-do"
+    try:
+        while spent < budget:
+            if knobs.time_budget_s and time.time() - run.start >= knobs.time_budget_s:
+                return spent, "time"
+            contexts, weights = round_contexts(
+                run.tunable,
+                os.path.join(db_dir, "logs"),
+                console_level=console_level,
+                strategy=knobs.search,
+                num_threads=cores,
+                seed=knobs.seed,
+            )
+            before = _trials_in_db(db_dir)
+            ms.tune.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=os.path.join(db_dir, "logs"),
+                max_trials_global=min(round_trials, budget - spent),
+                max_trials_per_task=knobs.max_trials_per_task,
+                num_trials_per_iter=knobs.num_trials_per_iter,
+                builder=builder,
+                runner=runner,
+                database=run.db,
+                cost_model=run.cost_model,
+                task_scheduler="gradient",
+            )
+            ran = _trials_in_db(db_dir) - before
+            spent += max(ran, 0)
+            _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+            run.save()
+            if progress:
+                progress(run.states, spent, budget, time.time() - run.start)
+            total = _weighted_latency(run.states)
+            if best_total is not None and total is not None and total >= best_total * 0.999:
+                stale_rounds += 1
+            else:
+                stale_rounds, best_total = 0, total
+            if knobs.early_stopping and stale_rounds >= knobs.early_stopping:
+                return spent, "early-stopping"
+            if ran <= 0:
+                return spent, "search space exhausted"
+    except KeyboardInterrupt:
+        return spent, "interrupted"
+    return spent, "budget"
+
+
+def _trials_in_db(db_dir) -> int:
+    return sum(c["trials"] for c in D.record_counts(db_dir).values())
+
+
+def _selected(name: str, knobs: Knobs) -> str | None:
+    if knobs.only and not any(fnmatch.fnmatch(name, p) or p in name for p in knobs.only):
+        return "not selected by --only"
+    if any(fnmatch.fnmatch(name, p) or p in name for p in knobs.skip):
+        return "excluded by --skip"
+    return None
+
+
+def _refresh(states, hashes, counts):
+    for st in states:
+        if st.workload_hash in hashes:
+            c = counts.get(hashes.index(st.workload_hash), {})
+            st.trials = c.get("trials", 0)
+            st.best_ms = c["best_s"] * 1e3 if c.get("best_s") else None
+
+
+def _weighted_latency(states):
+    vals = [s.best_ms * s.weight for s in states if s.best_ms and not s.skipped]
+    return sum(vals) if vals else None
+
+
+def _save_progress(db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs, wall_before):
+    manifest.setdefault("tasks", {})
+    for st in states:
+        manifest["tasks"][st.name] = {
+            "workload_hash": st.workload_hash,
+            "trials": st.trials,
+            "best_ms": st.best_ms,
+            "flops": st.flops,
+            "weight": st.weight,
+        }
+    manifest.setdefault("models", {})[model_key] = {
+        "fusion": fusion,
+        "tasks": [s.name for s in states],
+        "updated": D.now(),
+    }
+    manifest["wall_seconds"] = wall_before + wall  # all runs into this database
+    manifest["last_run_seconds"] = wall
+    D.write_manifest(db_dir, manifest)
+    if knobs.cost_model == "xgb":
+        tmp = os.path.join(db_dir, f".cost_model.{os.getpid()}.tar")
+        try:
+            cost_model.save(tmp)
+            os.replace(tmp, os.path.join(db_dir, D.COST_MODEL))
+        except Exception:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

@@ -1,0 +1,109 @@
+"""Design spaces: which MetaSchedule rules each task is searched with, and the tune contexts of a round."""
+
+from __future__ import annotations
+
+import logging
+
+
+def half_precision(mod) -> bool:
+    """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
+    import tvm
+
+    # TVM 0.27's Python PrimFunc exposes no buffer map: read the dtypes from the printed TIR (once per tuning run)
+    return any(
+        isinstance(f, tvm.tirx.PrimFunc) and ('"float16"' in f.script() or '"bfloat16"' in f.script())
+        for f in mod.functions.values()
+    )
+
+
+def design_space(target_spec, mod):
+    """MetaSchedule's design space for a target. CUDA: thread binding, shared-memory tiling, cross-thread
+    reduction; when the model computes in fp16/bf16, also the tensor-core (WMMA/MMA) tiling rules, which fall
+    back to the plain CUDA rules for blocks they cannot tensorize. CPU: TVM's llvm rules."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if target_spec.is_gpu and half_precision(mod):
+        import tvm.s_tir.tensor_intrin  # noqa: F401  (registers the WMMA/MMA intrinsics the rules name; ~20 s)
+
+        return ms.space_generator.PostOrderApply(
+            sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore", mutator_probs="cuda-tensorcore"
+        )
+    return "post-order-apply"
+
+
+def bare_context(task, space, seed=None, search: str = "evolutionary"):
+    """A TuneContext with no logger: MetaSchedule's per-task loggers reconfigure console logging on creation."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(
+        mod=task.dispatched[0],
+        target=task.target,
+        space_generator=space,
+        search_strategy=search,
+        task_name=task.task_name,
+        num_threads=1,
+        rand_state=-1 if seed is None else seed,
+    ).clone()
+
+
+def reduced_space(target_spec):
+    """The target's rules without multi-level tiling: parallelise, vectorise, unroll, rfactor, inline and
+    compute-location only. For fused kernels whose full design space TVM cannot generate."""
+    from tvm.s_tir import meta_schedule as ms
+
+    kind = "cuda" if target_spec.is_gpu else "llvm"
+    rules = [r for r in ms.schedule_rule.ScheduleRule.create(kind) if "MultiLevelTiling" not in type(r).__name__]
+    return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=kind, mutator_probs=kind)
+
+
+def with_design_space(tunable, target_spec, fused_mod):
+    """Choose each task's design space before tuning. MetaSchedule's multi-level tiling rule fails on some fused
+    kernels (reverse_compute_at of an epilogue fed by two reductions: our LayerNorm and attention groups), and
+    one such task aborts tune_tasks for every task. Those get the reduced space; a task that fails that too keeps
+    its default schedule, with the reason recorded."""
+    spaces = (design_space(target_spec, fused_mod), reduced_space(target_spec))
+    keep = []
+    for task, st in tunable:
+        for reduced, space in enumerate(spaces):
+            try:
+                bare_context(task, space).generate_design_space()
+            except Exception as err:
+                first = next((ln for ln in str(err).splitlines() if "Error" in ln), type(err).__name__).strip()
+                continue
+            st.space = space
+            if reduced:
+                st.note = f"reduced design space (no multi-level tiling: {first[:80]})"
+            keep.append((task, st))
+            break
+        else:
+            st.skipped = f"MetaSchedule cannot build a design space for this kernel ({first[:100]}): default schedule"
+    return keep
+
+
+def round_contexts(tunable, work_dir, console_level=None, **kwargs):
+    """Tune contexts for a round, each task in the design space with_design_space chose. `console_level`:
+    MetaSchedule's console log level as set before the first round (quiet_tvm_logs)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    contexts, weights = [], []
+    ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    # MetaSchedule's logging config lists the logger's handlers by name and crashes on an unnamed one
+    # (one added by the host program, e.g. pytest): detach those while it reconfigures
+    foreign = [h for h in ms_logger.handlers if not h.get_name()]
+    for h in foreign:
+        ms_logger.removeHandler(h)
+    try:
+        for space in {id(st.space): st.space for _, st in tunable}.values():
+            tasks = [t for t, st in tunable if st.space is space]
+            c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space, **kwargs)
+            contexts += c
+            weights += w
+    finally:
+        for h in foreign:
+            ms_logger.addHandler(h)
+    # Creating the contexts re-runs logging.config with the logger's current level (DEBUG after the first
+    # time) for its stdout handler: put the console back, or round 2 prints INFO lines into --json output.
+    for handler in ms_logger.handlers:
+        if type(handler) is logging.StreamHandler and console_level:
+            handler.setLevel(console_level)
+    return contexts, weights
