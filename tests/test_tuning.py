@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
-from tuner import database as D
+from tuner.tuning import database as D
 from tuner.errors import TunerError
 
 SHAPE = ["--input-shape", "x:16x32"]
