@@ -40,8 +40,8 @@ def case_op(case) -> str:
 
 
 def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
-    from .errors import TunerError, UnsupportedModelError
-    from .reference import compare_outputs
+    from tuner.errors import TunerError, UnsupportedModelError
+    from tuner.reference import compare_outputs
 
     op = case_op(case)
     model = case.model
@@ -50,10 +50,10 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
             return CaseResult(case.name, op, "unsupported", "non-tensor input (sequence/optional)")
     inputs, expected = case.data_sets[0]
     try:
-        from .build import build_prepared
-        from .fusion import get_strategy
-        from .onnx_model import prepare_model
-        from .target import resolve_target
+        from tuner.build import build_prepared
+        from tuner.fusion import get_strategy
+        from tuner.onnx_model import prepare_model
+        from tuner.target import resolve_target
 
         init_names = {t.name for t in model.graph.initializer}
         real_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
