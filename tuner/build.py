@@ -27,6 +27,7 @@ class BuildResult:
     provenance: object
     db_info: dict | None = None
     timings: dict = field(default_factory=dict)
+    default_scheduled: list = field(default_factory=list)  # CPU kernels without a record: cheap default schedule
 
     @property
     def num_kernels(self) -> int:
@@ -86,6 +87,13 @@ def build_prepared(
         fused, db_info = apply_database(fused, target_spec, db_dir)
     if target_spec.is_gpu:
         fused = schedule_for_gpu(fused, target_spec)
+        defaulted = []
+    else:
+        from .lowering import pack_weights
+        from .tuning.default_schedule import schedule_untuned
+
+        fused, defaulted = schedule_untuned(fused, target_spec)  # no naive loop nests in a package
+        fused = pack_weights(fused, target_spec)
     config = {}
     if target_spec.is_gpu:
         from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
@@ -102,7 +110,16 @@ def build_prepared(
         ) from err
     timings["build_s"] = time.perf_counter() - t0
     return BuildResult(
-        prepared, target_spec, strategy, fused, executable, kernel_sites(fused), provenance, db_info, timings
+        prepared,
+        target_spec,
+        strategy,
+        fused,
+        executable,
+        kernel_sites(fused),
+        provenance,
+        db_info,
+        timings,
+        defaulted,
     )
 
 
@@ -141,6 +158,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "kernel_names": [k.kernel for k in result.kernels],
         "memory": memory_footprint(result.fused_mod, result.target.tvm_target()),
         "tuning_db": result.db_info,
+        "default_scheduled": result.default_scheduled,
         "build_seconds": round(build_seconds, 3),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -28,8 +28,23 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, par
     if fuse_tir and strategy.fuses:
         passes += [relax.transform.FuseTIR()]
     passes += [relax.transform.DeadCodeElimination()]
+    if fuse_tir and not target_spec.is_gpu:
+        # weights (constants) are layout-free: a tuned schedule may pack them (MetaSchedule's RewriteLayout), and
+        # `pack_weights` folds the packing into the constants at build time
+        passes += [relax.transform.AttachAttrLayoutFreeBuffers()]
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential(passes)(mod)
+
+
+def pack_weights(mod, target_spec):
+    """After tuned schedules are applied: split each kernel's weight-layout rewrite into its own function and fold
+    it into the constants, so packed weights are computed once at build time, not per inference."""
+    import tvm
+    from tvm import relax
+
+    seq = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()])
+    with target_spec.tvm_target(), tvm.transform.PassContext(opt_level=3):
+        return seq(mod)
 
 
 def import_for(prepared, strategy: FusionStrategy):

@@ -10,6 +10,9 @@ from . import common
 from . import help as H
 
 
+UNLIMITED = 10**9  # --time-budget alone: tune until the time is spent
+
+
 def parse_duration(text: str | None) -> float | None:
     if not text:
         return None
@@ -28,9 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trials",
         type=int,
-        default=64,
+        default=None,
         help="total measured candidates for the whole model (all tasks together); the gradient task "
-        "scheduler spends them where they cut end-to-end latency most",
+        "scheduler spends them where they cut end-to-end latency most (default: 64, or until --time-budget "
+        "is spent when that is given alone)",
     )
     p.add_argument("--max-trials-per-task", type=int, help="cap per task")
     p.add_argument("--time-budget", help="stop cleanly when this much time has passed (90s, 20m, 2h)")
@@ -64,7 +68,7 @@ def main(argv: list[str]) -> int:
     if args.trials_per_iter < 1:
         raise TunerError("--trials-per-iter must be >= 1")
     knobs = Knobs(
-        trials=args.trials,
+        trials=args.trials if args.trials is not None else (UNLIMITED if args.time_budget else 64),
         max_trials_per_task=args.max_trials_per_task,
         num_trials_per_iter=args.trials_per_iter,
         time_budget_s=parse_duration(args.time_budget),

@@ -111,6 +111,7 @@ def new_manifest(target_spec, fusion: str) -> dict:
         "tvm_ffi_version": tvm_ffi.__version__,
         "target": target_spec.to_json(),
         "target_key": target_spec.key,
+        "num_threads": target_spec.config.get("num-cores"),  # TVM_NUM_THREADS the runner measured with
         "target_str": str(target_spec.tvm_target()),
         "host": host_cpu_name(),
         "fusion": fusion,

@@ -23,6 +23,7 @@ from ..errors import TunerError
 from ..ir import flops
 from . import database as D
 from .builder import fast_build
+from .deadline import Deadline
 from .knobs import Knobs
 from .rpc import runner as make_runner
 from .spaces import round_contexts, with_design_space
@@ -172,14 +173,14 @@ def _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key):
 def _fit_budget(tunable, budget, knobs):
     """The gradient scheduler first gives every task one iteration, in task order: with a budget smaller than
     that, spend it on the kernels with the most work instead of the first ones."""
-    fits = max(1, budget // knobs.num_trials_per_iter)
-    if not budget or len(tunable) <= fits:
-        return tunable
+    # heaviest first: the scheduler's first pass over the tasks goes in list order, and a time budget may end it
     ranked = sorted(tunable, key=lambda ts: ts[1].flops * ts[1].weight, reverse=True)
+    fits = max(1, budget // knobs.num_trials_per_iter)
+    if not budget or len(ranked) <= fits:
+        return ranked
     for _, st in ranked[fits:]:
         st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
-    keep = {id(st) for _, st in ranked[:fits]}
-    return [(t, st) for t, st in tunable if id(st) in keep]
+    return ranked[:fits]
 
 
 def _cost_model(knobs, target_spec, db_dir, resume):
@@ -203,6 +204,9 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     cores = target_spec.config.get("num-cores", 1)
     builder = ms.builder.LocalBuilder(f_build=fast_build, timeout_sec=knobs.builder_timeout_s, max_workers=cores)
+    # Runner workers inherit the environment when they start: measure with the threads the package will run with
+    # (TVM's pool would otherwise take half the vCPUs: 1 on a 2-vCPU x86 VM).
+    os.environ["TVM_NUM_THREADS"] = str(cores)
     runner = make_runner(knobs)
     round_trials = knobs.round_trials or max(knobs.num_trials_per_iter * 4 * max(1, len(run.tunable)), 16)
     spent, stale_rounds, best_total = 0, 0, None
@@ -221,19 +225,30 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
                 seed=knobs.seed,
             )
             before = _trials_in_db(db_dir)
-            ms.tune.tune_tasks(
-                tasks=contexts,
-                task_weights=weights,
-                work_dir=os.path.join(db_dir, "logs"),
-                max_trials_global=min(round_trials, budget - spent),
-                max_trials_per_task=knobs.max_trials_per_task,
-                num_trials_per_iter=knobs.num_trials_per_iter,
-                builder=builder,
-                runner=runner,
-                database=run.db,
-                cost_model=run.cost_model,
-                task_scheduler="gradient",
-            )
+            callbacks = ms.measure_callback.MeasureCallback.create("default")
+            deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
+            if deadline:
+                callbacks = [*callbacks, deadline.callback()]
+            try:
+                ms.tune.tune_tasks(
+                    tasks=contexts,
+                    task_weights=weights,
+                    work_dir=os.path.join(db_dir, "logs"),
+                    max_trials_global=min(round_trials, budget - spent),
+                    max_trials_per_task=knobs.max_trials_per_task,
+                    num_trials_per_iter=knobs.num_trials_per_iter,
+                    builder=builder,
+                    runner=runner,
+                    database=run.db,
+                    cost_model=run.cost_model,
+                    task_scheduler="gradient",
+                    measure_callbacks=callbacks,
+                )
+            except Exception as err:
+                if not (deadline and deadline.fired):
+                    raise
+                spent += max(_trials_in_db(db_dir) - before, 0)
+                return spent, "time"
             ran = _trials_in_db(db_dir) - before
             spent += max(ran, 0)
             _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Tuned vs ONNX Runtime: the benchmark of the README's headline table.
+
+    python scripts/bench.py                      # every model, 10 minutes of tuning each (cold: empty database)
+    python scripts/bench.py --quick magika       # 1 minute each, a smoke run
+    python scripts/bench.py --budget 3m --unfused none magika minilm_l3
+
+Per model, in one process and one thread count: ONNX Runtime (all graph optimisations, no spinning), the fused
+package untuned (every kernel on its cheap default schedule), tuned cold (`tune-model --time-budget B` into an
+empty database), tuned warm (from `schedules/` when it has records for this target), and, for the models named
+by --unfused, the unfused model tuned with the same budget. Latencies are medians of interleaved rounds.
+Prints ratios to ONNX Runtime and their geometric mean; writes bench.csv and bench.png to --out.
+Real models come from `python scripts/fetch_models.py`; run this while nothing else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+DEFAULT_MODELS = ["ppocr_det", "minilm_l3", "yolov8n", "magika", "light_resnet50", "transformer"]
+DEFAULT_UNFUSED = ["light_resnet50", "transformer"]
+
+
+def resolve(name: str):
+    """(path, shapes, consts) of a zoo model, a light_* model, a synthetic model, or an .onnx path."""
+    from devtools.zoo import MODELS_DIR, REAL_MODELS, light_models
+
+    if name in REAL_MODELS:
+        m = REAL_MODELS[name]
+        return m.path, m.shapes, m.consts
+    for path in light_models():
+        if os.path.basename(path) == f"{name}.onnx":
+            return path, {}, {}
+    path = name if name.endswith(".onnx") else os.path.join(MODELS_DIR, f"{name}.onnx")
+    if not os.path.exists(path):
+        raise SystemExit(f"bench: no model {name!r} (run scripts/fetch_models.py and scripts/make_models.py)")
+    return path, {}, {}
+
+
+def ort_session(prepared, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(prepared.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def interleaved(runners: dict, rounds: int) -> dict:
+    """Median ms of each runner over `rounds` interleaved rounds (each round: a few runs of every runner)."""
+    import numpy as np
+
+    times = {k: [] for k in runners}
+    for _ in range(rounds):
+        for k, run in runners.items():
+            times[k].append(run())
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def _timed(fn, runs: int = 3):
+    def run():
+        best = math.inf
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, (time.perf_counter() - t0) * 1e3)
+        return best
+
+    return run
+
+
+def bench_model(name, args, threads) -> dict:
+    from tuner.interface.compile import compile_model
+    from tuner.interface.tune_model import tune_model
+    from tuner.onnx_model import prepare_model
+    from tuner.runtime import load
+    from tuner.tuning import Knobs
+
+    path, shapes, consts = resolve(name)
+    out = os.path.join(args.out, name)
+    os.makedirs(out, exist_ok=True)
+    prepared = prepare_model(path, shapes or None, consts or None)
+    row = {"model": name, "budget_s": args.budget_s}
+    pkgs = {}
+    compile_model(path, f"{out}/untuned.ftpkg", target=args.target, fusion="tvm", shapes=shapes, consts=consts)
+    pkgs["untuned"] = f"{out}/untuned.ftpkg"
+    variants = [("tuned", "tvm")] + ([("unfused_tuned", "none")] if name in args.unfused else [])
+    for label, fusion in variants:
+        db = os.path.join(out, f"db-{fusion}-{int(time.time())}")  # cold: a new, empty database
+        t0 = time.time()
+        s = tune_model(path, f"{out}/{label}.ftpkg", target=args.target, fusion=fusion, db=db, shapes=shapes,
+                       consts=consts, verify=True,
+                       knobs=Knobs(trials=10**9, time_budget_s=args.budget_s, seed=0))
+        row[f"{label}_wall_s"] = round(time.time() - t0, 1)
+        row[f"{label}_trials"] = s["trials"]
+        row[f"{label}_verify"] = bool(s.get("verify", {}).get("ok"))
+        pkgs[label] = f"{out}/{label}.ftpkg"
+    warm = os.path.join("schedules", args.target_key)
+    if os.path.isdir(warm):
+        compile_model(path, f"{out}/warm.ftpkg", target=args.target, fusion="tvm", db=warm, shapes=shapes,
+                      consts=consts)
+        pkgs["warm"] = f"{out}/warm.ftpkg"
+    models = {k: load(p) for k, p in pkgs.items()}
+    feed = models["untuned"].random_inputs()
+    sess = ort_session(prepared, threads)
+    ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+    runners = {"ort": _timed(lambda: sess.run(None, ort_feed))}
+    for k, m in models.items():
+        tensors = m._to_device(m._bind((), feed))
+        runners[k] = _timed(lambda m=m, t=tensors: (m._invoke(t), m._device.sync()))
+    for r in runners.values():
+        r()  # warm-up
+    med = interleaved(runners, args.rounds)
+    row["ort_ms"] = round(med["ort"], 3)
+    for k in models:
+        row[f"{k}_ms"] = round(med[k], 3)
+        row[f"{k}_vs_ort"] = round(med[k] / med["ort"], 3)
+    if "unfused_tuned" in med:
+        row["fusion_speedup_tuned"] = round(med["unfused_tuned"] / med["tuned"], 3)
+    return row
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in ("untuned", "tuned", "warm", "unfused_tuned") if any(f"{k}_vs_ort" in r for r in rows)]
+    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 3, 4))
+    width = 0.8 / len(keys)
+    for i, k in enumerate(keys):
+        xs = [j + i * width for j in range(len(rows))]
+        ax.bar(xs, [r.get(f"{k}_vs_ort", 0) for r in rows], width, label=k.replace("_", " "))
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="ONNX Runtime")
+    ax.set_yscale("log")
+    ax.set_xticks([j + width * (len(keys) - 1) / 2 for j in range(len(rows))], [r["model"] for r in rows])
+    ax.set_ylabel("latency / ONNX Runtime (lower is better)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    ap.add_argument("--budget", default="10m", help="tuning time per model and variant (90s, 10m)")
+    ap.add_argument("--quick", action="store_true", help="1 minute per model: a smoke run")
+    ap.add_argument("--unfused", default=",".join(DEFAULT_UNFUSED),
+                    help="models also tuned unfused with the same budget (comma-separated, or none)")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    ap.add_argument("--target", default="llvm")
+    ap.add_argument("--out", default="reports/bench")
+    args = ap.parse_args(argv)
+    from tuner.cli.tune_model import parse_duration
+    from tuner.target import resolve_target
+
+    args.budget_s = 60.0 if args.quick else parse_duration(args.budget)
+    args.unfused = [] if args.unfused == "none" else args.unfused.split(",")
+    spec = resolve_target(args.target)
+    args.target_key = spec.key
+    threads = int(os.environ.setdefault("TVM_NUM_THREADS", str(spec.config.get("num-cores") or os.cpu_count())))
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for name in args.models:
+        rows.append(bench_model(name, args, threads))
+        print(rows[-1], flush=True)
+    fields = sorted({k for r in rows for k in r}, key=lambda k: (k != "model", k))
+    with open(os.path.join(args.out, "bench.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    plot(rows, os.path.join(args.out, "bench.png"))
+    print(f"\n{spec.key}, {threads} threads, budget {args.budget_s:.0f} s per model (cold)")
+    print(f"{'model':18} {'ORT ms':>9} {'untuned/ORT':>12} {'tuned/ORT':>10} {'trials':>7} {'unfused/fused':>14}")
+    for r in rows:
+        print(f"{r['model']:18} {r['ort_ms']:9.3f} {r['untuned_vs_ort']:12.2f} {r['tuned_vs_ort']:10.2f} "
+              f"{r['tuned_trials']:7d} {r.get('fusion_speedup_tuned', float('nan')):14.2f}")
+    print(f"geometric mean tuned/ORT: {geomean([r['tuned_vs_ort'] for r in rows]):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
