@@ -11,8 +11,8 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
-from tuner.tuning import database as D
 from tuner.errors import TunerError
+from tuner.tuning import database as D
 
 SHAPE = ["--input-shape", "x:16x32"]
 
