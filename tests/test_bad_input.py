@@ -175,7 +175,7 @@ def test_package_bad_checksum_missing_member(cnn_package, tmp_path):
     assert_clean_error(run_cli("run", str(junk)), "not a fusion-tuner package")
 
 
-def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path):
+def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path, monkeypatch):
     def other_tvm(m):
         m["tvm_version"] = "0.19.0"
 
@@ -192,7 +192,7 @@ def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path):
 
     import tuner.target as target
 
-    target._MCPU_FEATURES["__test_cpu__"] = ["__no_such_isa__"]
+    monkeypatch.setitem(target._MCPU_FEATURES, "__test_cpu__", ["__no_such_isa__"])
     from tuner.runtime import load
 
     with pytest.raises(TunerError, match="this CPU lacks them"):
@@ -206,10 +206,27 @@ def test_verify_against_another_model(cnn_package, transformer):
 
 
 def test_failed_build_leaves_nothing(tmp_path, cnn):
+    """A build that fails inside TVM (a lowering pass raises) leaves no package and no temp file behind."""
+    import tvm
+
+    from tuner.fusion import FusionStrategy
+    from tuner.interface.compile import compile_model
+
+    @tvm.transform.module_pass(opt_level=0)
+    def broken(mod, ctx):
+        raise RuntimeError("this pass always fails")
+
+    class Broken(FusionStrategy):
+        name, description = "broken", "a pass that raises"
+
+        def graph_passes(self, target, params):
+            return [broken]
+
     shutil.copy(cnn, tmp_path / "m.onnx")
     out = tmp_path / "o.ftpkg"
-    run_cli("compile", str(tmp_path / "m.onnx"), "--target", "tpu", "-o", str(out))
-    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+    with pytest.raises(Exception, match="this pass always fails"):
+        compile_model(str(tmp_path / "m.onnx"), str(out), target="llvm", fusion=Broken())
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["m.onnx"]
 
 
 def test_debug_shows_traceback(tmp_path):

@@ -175,6 +175,7 @@ def test_failed_variant_is_reported_and_the_rest_still_is(tmp_path):
     assert "## Failed variants" in md and "this pass always fails" in md
 
 
+@pytest.mark.slow
 def test_tuned_and_untuned_side_by_side(mlp, tmp_path):
     """--trials: each strategy tuned with the same budget into its own database; both states reported."""
     r = run_cli(

@@ -14,6 +14,7 @@ def _gpu_arch():
     return detect_gpu_arch()
 
 
+@pytest.mark.slow
 def test_gpu_check_build_only(cnn, transformer, tmp_path):
     r = subprocess.run(
         [
@@ -53,6 +54,7 @@ def test_gpu_check_build_only(cnn, transformer, tmp_path):
     assert fp16["tensor_core"] > 0 and fp16["built"] == fp16["candidates"] > 0
 
 
+@pytest.mark.slow
 def test_cuda_tensor_core_candidates_for_fp16(tmp_path):
     """An fp16 MatMul+ReLU for sm_90: the tuner's design space uses tensor cores, and the candidates build."""
     import numpy as np

@@ -16,6 +16,10 @@ from tuner.interface.run import run_package
 STRATEGIES = ["none", "tvm", "patterns", "cost", "horizontal"]
 
 
+# real models take 10-90 s each: the slow suite (.ci/run runs it after the default one)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="session")
 def real_models():
     import fetch_models
