@@ -97,17 +97,26 @@ def bench_model(name, args, threads) -> dict:
     for label, fusion in variants:
         db = os.path.join(out, f"db-{fusion}-{int(time.time())}")  # cold: a new, empty database
         t0 = time.time()
-        s = tune_model(path, f"{out}/{label}.ftpkg", target=args.target, fusion=fusion, db=db, shapes=shapes,
-                       consts=consts, verify=True,
-                       knobs=Knobs(trials=10**9, time_budget_s=args.budget_s, seed=0))
+        s = tune_model(
+            path,
+            f"{out}/{label}.ftpkg",
+            target=args.target,
+            fusion=fusion,
+            db=db,
+            shapes=shapes,
+            consts=consts,
+            verify=True,
+            knobs=Knobs(trials=10**9, time_budget_s=args.budget_s, seed=0),
+        )
         row[f"{label}_wall_s"] = round(time.time() - t0, 1)
         row[f"{label}_trials"] = s["trials"]
         row[f"{label}_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs[label] = f"{out}/{label}.ftpkg"
     warm = os.path.join("schedules", args.target_key)
     if os.path.isdir(warm):
-        compile_model(path, f"{out}/warm.ftpkg", target=args.target, fusion="tvm", db=warm, shapes=shapes,
-                      consts=consts)
+        compile_model(
+            path, f"{out}/warm.ftpkg", target=args.target, fusion="tvm", db=warm, shapes=shapes, consts=consts
+        )
         pkgs["warm"] = f"{out}/warm.ftpkg"
     models = {k: load(p) for k, p in pkgs.items()}
     feed = models["untuned"].random_inputs()
@@ -160,8 +169,11 @@ def main(argv=None) -> int:
     ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     ap.add_argument("--budget", default="10m", help="tuning time per model and variant (90s, 10m)")
     ap.add_argument("--quick", action="store_true", help="1 minute per model: a smoke run")
-    ap.add_argument("--unfused", default=",".join(DEFAULT_UNFUSED),
-                    help="models also tuned unfused with the same budget (comma-separated, or none)")
+    ap.add_argument(
+        "--unfused",
+        default=",".join(DEFAULT_UNFUSED),
+        help="models also tuned unfused with the same budget (comma-separated, or none)",
+    )
     ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--out", default="reports/bench")
@@ -188,8 +200,10 @@ def main(argv=None) -> int:
     print(f"\n{spec.key}, {threads} threads, budget {args.budget_s:.0f} s per model (cold)")
     print(f"{'model':18} {'ORT ms':>9} {'untuned/ORT':>12} {'tuned/ORT':>10} {'trials':>7} {'unfused/fused':>14}")
     for r in rows:
-        print(f"{r['model']:18} {r['ort_ms']:9.3f} {r['untuned_vs_ort']:12.2f} {r['tuned_vs_ort']:10.2f} "
-              f"{r['tuned_trials']:7d} {r.get('fusion_speedup_tuned', float('nan')):14.2f}")
+        print(
+            f"{r['model']:18} {r['ort_ms']:9.3f} {r['untuned_vs_ort']:12.2f} {r['tuned_vs_ort']:10.2f} "
+            f"{r['tuned_trials']:7d} {r.get('fusion_speedup_tuned', float('nan')):14.2f}"
+        )
     print(f"geometric mean tuned/ORT: {geomean([r['tuned_vs_ort'] for r in rows]):.2f}")
     return 0
 

@@ -33,7 +33,7 @@ def model_args(name):
 def bench(name, target, fusion, repeat) -> dict:
     import tvm
 
-    from tuner.build import build_prepared, output_shapes_from_build
+    from tuner.build import build_prepared
     from tuner.compare.timing import Runnable, interleaved_latency
     from tuner.fusion import get_strategy
     from tuner.onnx_model import prepare_model
@@ -51,7 +51,6 @@ def bench(name, target, fusion, repeat) -> dict:
     for precision in ("float32", "float16"):
         prepared = prepare_model(path, shapes, consts, precision=precision)
         result = build_prepared(prepared, spec, get_strategy(fusion))
-        output_shapes_from_build(result)
         if feed is None:
             feed = make_inputs(
                 [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]

@@ -66,61 +66,85 @@ def schedule_for_gpu(mod, target_spec: TargetSpec):
     return mod
 
 
-def build_prepared(
-    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, db_dir: str | None = None
-) -> BuildResult:
-    import tvm
+@dataclass
+class Lowered:
+    """A model imported and fused once; every build and tuning run of one command starts from this."""
 
+    prepared: PreparedModel
+    target: TargetSpec
+    strategy: FusionStrategy
+    mod: object  # fused IRModule, unscheduled
+    provenance: object
+    timings: dict = field(default_factory=dict)
+
+
+def lower_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy) -> Lowered:
     from .lowering import import_for
 
-    timings = {}
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy)
-    timings["import_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t1 = time.perf_counter()
     fused = lower(mod, target_spec, strategy, params=params)
-    timings["fuse_s"] = time.perf_counter() - t0
-    db_info = None
+    timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
+    return Lowered(prepared, target_spec, strategy, fused, provenance, timings)
+
+
+def schedule(lowered: Lowered, db_dir: str | None = None) -> tuple[object, dict | None, list[str]]:
+    """(scheduled module, database info, kernels on default schedules): tuned records first; then dlight on CUDA,
+    or the cheap CPU default schedule and weight packing on llvm. The lowered module is not modified."""
+    fused, db_info, defaulted = lowered.mod, None, []
     if db_dir:
         from .tuning.database import apply_database
 
-        fused, db_info = apply_database(fused, target_spec, db_dir)
-    if target_spec.is_gpu:
-        fused = schedule_for_gpu(fused, target_spec)
-        defaulted = []
-    else:
-        from .lowering import pack_weights
-        from .tuning.default_schedule import schedule_untuned
+        fused, db_info = apply_database(fused, lowered.target, db_dir)
+    if lowered.target.is_gpu:
+        return schedule_for_gpu(fused, lowered.target), db_info, defaulted
+    from .lowering import pack_weights
+    from .tuning.default_schedule import schedule_untuned
 
-        fused, defaulted = schedule_untuned(fused, target_spec)  # no naive loop nests in a package
-        fused = pack_weights(fused, target_spec)
+    fused, defaulted = schedule_untuned(fused, lowered.target)  # no naive loop nests in a package
+    return pack_weights(fused, lowered.target), db_info, defaulted
+
+
+def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
+    import tvm
+
+    spec = lowered.target
+    fused, db_info, defaulted = schedule(lowered, db_dir)
     config = {}
-    if target_spec.is_gpu:
+    if spec.is_gpu:
         from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
 
         config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}  # tuned or dlight WMMA kernels
     t0 = time.perf_counter()
     try:
         with tvm.transform.PassContext(opt_level=3, config=config):
-            executable = tvm.compile(fused, target=target_spec.tvm_target(), relax_pipeline="default_build")
+            executable = tvm.compile(fused, target=spec.tvm_target(), relax_pipeline="default_build")
     except Exception as err:
         raise TunerError(
-            f"TVM build failed for {prepared.path} on {target_spec.key}: {str(err).strip().splitlines()[-1]}",
+            f"TVM build failed for {lowered.prepared.path} on {spec.key}: {str(err).strip().splitlines()[-1]}",
             "run with --debug for the full trace",
         ) from err
-    timings["build_s"] = time.perf_counter() - t0
+    timings = {**lowered.timings, "build_s": time.perf_counter() - t0}
     return BuildResult(
-        prepared,
-        target_spec,
-        strategy,
+        lowered.prepared,
+        spec,
+        lowered.strategy,
         fused,
         executable,
         kernel_sites(fused),
-        provenance,
+        lowered.provenance,
         db_info,
         timings,
         defaulted,
     )
+
+
+def build_prepared(
+    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, db_dir: str | None = None
+) -> BuildResult:
+    """Lower and build in one go (commands that build once)."""
+    return build_lowered(lower_prepared(prepared, target_spec, strategy), db_dir)
 
 
 def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
@@ -144,7 +168,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
     return {
         "model": {"file": os.path.basename(p.path), "sha256": p.sha256, "name": p.name},
         "inputs": [{"name": i.name, "shape": list(p.shapes[i.name]), "dtype": i.dtype} for i in p.inputs],
-        "outputs": [{"name": o.name, "shape": o.shape, "dtype": o.dtype} for o in p.outputs],
+        "outputs": output_specs(result),
         "consts": p.consts,
         "preparation": p.notes,
         "target": result.target.to_json(),
@@ -177,18 +201,20 @@ def write_build(result: BuildResult, output: str, build_seconds: float) -> dict:
     return write_package(output, members, manifest)
 
 
-def output_shapes_from_build(result: BuildResult) -> None:
-    """Fill output shapes the ONNX graph left symbolic from what Relax inferred."""
+def output_specs(result: BuildResult) -> list[dict]:
+    """Name, shape and dtype of each output; shapes the ONNX graph left symbolic come from what Relax inferred."""
     from tvm import relax
 
-    ret = result.fused_mod["main"].ret_ty if hasattr(result.fused_mod["main"], "ret_ty") else None
+    specs = [{"name": o.name, "shape": o.shape, "dtype": o.dtype} for o in result.prepared.outputs]
+    ret = getattr(result.fused_mod["main"], "ret_ty", None)
     if ret is None:
-        return
+        return specs
     fields = list(ret.fields) if isinstance(ret, relax.TupleType) else [ret]
-    for out, ty in zip(result.prepared.outputs, fields):
+    for spec, ty in zip(specs, fields):
         if isinstance(ty, relax.TensorType) and ty.shape is not None:
             try:
-                out.shape = [int(d) for d in ty.shape.values]
-            except Exception:
+                spec["shape"] = [int(d) for d in ty.shape.values]
+            except (TypeError, ValueError):
                 pass
-            out.dtype = str(ty.dtype)
+            spec["dtype"] = str(ty.dtype)
+    return specs

@@ -31,7 +31,7 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, par
     if fuse_tir and not target_spec.is_gpu:
         # weights (constants) are layout-free: a tuned schedule may pack them (MetaSchedule's RewriteLayout), and
         # `pack_weights` folds the packing into the constants at build time
-        passes += [relax.transform.AttachAttrLayoutFreeBuffers()]
+        passes += [relax.transform.AttachAttrLayoutFreeBuffers(), AnchorWeightsOnly()]
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential(passes)(mod)
 
@@ -59,3 +59,44 @@ def import_for(prepared, strategy: FusionStrategy):
         main = mod["main"]
         params = dict(zip(main.params[int(main.attrs["num_input"]) :], params["main"]))
     return mod, params or None, prov
+
+
+def AnchorWeightsOnly():  # noqa: N802  (a pass, named as TVM names its passes)
+    """The pass form of `anchor_weights_only`."""
+    import tvm
+
+    return tvm.transform.module_pass(lambda mod, ctx: anchor_weights_only(mod), opt_level=0, name="AnchorWeightsOnly")
+
+
+def anchor_weights_only(mod):
+    """Keep weight packing to the buffers a reduction (the conv or matmul itself) reads. AttachAttrLayoutFreeBuffers
+    marks every constant argument, epilogue biases included; MetaSchedule's RewriteLayout then repacks a bias read
+    by the fused epilogue, and the result is wrong (PP-OCRv4 det: max abs error 1.0 against ONNX Runtime)."""
+    import tvm
+    from tvm.s_tir import Schedule
+
+    out = mod
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or not func.attrs or "layout_free_buffers" not in func.attrs:
+            continue
+        sch = Schedule(func)
+        read_by_reduction = set()
+        for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
+            block = sch.get(block_rv)
+            if any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # CommReduce
+                read_by_reduction |= {_region_name(region) for region in block.reads}
+        names = [p.name for p in func.params]
+        keep = [int(i) for i in func.attrs["layout_free_buffers"] if names[int(i)] in read_by_reduction]
+        if len(keep) != len(func.attrs["layout_free_buffers"]):
+            out = out.clone() if out is mod else out
+            out[gv] = func.with_attr("layout_free_buffers", keep)
+    return out
+
+
+def _region_name(region) -> str:
+    # a read region's buffer: `source` in TVM 0.27's TensorRegion, `buffer` in older TIR
+    target = getattr(region, "source", None)
+    if target is None:
+        target = getattr(region, "buffer", None)
+    name = getattr(target, "name", None)
+    return str(name if name is not None else target)

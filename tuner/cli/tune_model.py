@@ -9,7 +9,6 @@ from ..errors import TunerError
 from . import common
 from . import help as H
 
-
 UNLIMITED = 10**9  # --time-budget alone: tune until the time is spent
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..build import BuildResult, build_prepared, output_shapes_from_build, write_build
+from ..build import BuildResult, build_prepared, write_build
 from ..fusion import get_strategy
 from ..onnx_model import prepare_model
 from ..runtime.package import check_writable
@@ -28,6 +28,5 @@ def compile_model(
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
     result = build_prepared(prepared, target_spec, strategy, db)
-    output_shapes_from_build(result)
     manifest = write_build(result, output, time.perf_counter() - t0)
     return result, manifest

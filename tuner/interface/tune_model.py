@@ -34,13 +34,11 @@ def tune_model(
     verbose: bool = False,
     precision: str | None = None,
 ) -> dict:
-    import numpy as np
-
-    from ..build import build_prepared, output_shapes_from_build, write_build
+    """Prepare and lower the model once, tune its kernels into the database, build the tuned package, time it
+    against the untuned build in memory and verify it against ONNX Runtime."""
+    from ..build import build_lowered, lower_prepared, write_build
     from ..fusion import get_strategy
-    from ..lowering import import_for, lower
     from ..onnx_model import prepare_model
-    from ..runtime import load
     from ..runtime.package import check_writable
     from ..target import resolve_target
     from ..tuning import Knobs, tune
@@ -52,32 +50,58 @@ def tune_model(
     quiet_tvm_logs(verbose)
     strategy = get_strategy(fusion)
     spec = resolve_target(target)
-    measure_here = True
-    if knobs.rpc:
-        from ..tuning import check_rpc
-
-        check_rpc(knobs.rpc)
-    if spec.is_gpu:
-        from ..target import detect_gpu_arch
-
-        measure_here = bool(detect_gpu_arch())
-        if not measure_here and not knobs.rpc:
-            raise TunerError(
-                f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
-                "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY",
-            )
+    measure_here = _check_measurement(spec, knobs)
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
         open_database(db_dir, spec, create=True)  # refuse another target's folder before any work
-    mod, params, _ = import_for(prepared, strategy)
-    fused = lower(mod, spec, strategy, params=params)
-    result = tune(
-        fused, spec, db_dir, knobs, resume, f"{prepared.name}-{prepared.sha256[:8]}", strategy.name, progress=progress
+    lowered = lower_prepared(prepared, spec, strategy)
+    model_key = f"{prepared.name}-{prepared.sha256[:8]}"
+    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress=progress)
+    summary = _summary(model, spec, strategy, prepared, db_dir, result)
+    if result.stopped == "interrupted":
+        return summary
+    tuned = build_lowered(lowered, db_dir)
+    manifest = write_build(tuned, output, time.perf_counter() - t0)
+    summary.update(
+        package=output,
+        applied=tuned.db_info["applied"],
+        kernels=tuned.db_info["kernels"],
+        default_schedules=tuned.db_info["untuned"],
     )
-    summary = {
+    if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here
+        summary["latency_ms"] = summary["verify"] = None
+        summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
+        return summary
+    untuned = build_lowered(lowered)
+    summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
+    return summary
+
+
+def _check_measurement(spec, knobs) -> bool:
+    """Can candidates be measured (here, or over --rpc)? Returns whether the package can run here."""
+    if knobs.rpc:
+        from ..tuning import check_rpc
+
+        check_rpc(knobs.rpc)
+    if not spec.is_gpu:
+        return True
+    from ..target import detect_gpu_arch
+
+    if detect_gpu_arch():
+        return True
+    if not knobs.rpc:
+        raise TunerError(
+            f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
+            "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY",
+        )
+    return False
+
+
+def _summary(model, spec, strategy, prepared, db_dir, result) -> dict:
+    return {
         "model": model,
         "target": spec.key,
         "fusion": strategy.name,
@@ -92,43 +116,26 @@ def tune_model(
         "repairs": result.repairs,
         "package": None,
     }
-    if result.stopped == "interrupted":
-        return summary
-    untuned = build_prepared(prepared, spec, strategy)
-    tuned = build_prepared(prepared, spec, strategy, db_dir)
-    output_shapes_from_build(tuned)
-    manifest = write_build(tuned, output, time.perf_counter() - t0)
-    summary["package"] = output
-    summary["applied"] = tuned.db_info["applied"]
-    summary["kernels"] = tuned.db_info["kernels"]
-    summary["default_schedules"] = tuned.db_info["untuned"]
-    if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here
-        summary["latency_ms"] = summary["verify"] = None
-        summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
-        return summary
-    # untuned vs tuned, measured interleaved in this process
-    from ..build import export_library_bytes
-    from ..runtime.package import LIBRARY, write_package
 
-    tmp_untuned = output + ".untuned.tmp"
-    write_package(
-        tmp_untuned,
-        {LIBRARY: export_library_bytes(untuned.executable, spec)},
-        {**manifest, "tuning_db": None, "kernels": untuned.num_kernels},
-    )
-    try:
-        m_tuned, m_untuned = load(output), load(tmp_untuned)
-        feed = m_tuned.random_inputs()
-        lat = {"tuned": [], "untuned": []}
-        for _ in range(5):
-            lat["untuned"] += m_untuned.benchmark(**feed, repeat=2, warmup=1)
-            lat["tuned"] += m_tuned.benchmark(**feed, repeat=2, warmup=1)
-        summary["latency_ms"] = {k: float(np.median(v)) for k, v in lat.items()}
-        summary["speedup"] = summary["latency_ms"]["untuned"] / summary["latency_ms"]["tuned"]
-        if verify:
-            from .run import verify_against_onnx
 
-            summary["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), model)
-    finally:
-        os.unlink(tmp_untuned)
-    return summary
+def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None) -> dict:
+    """Untuned (in memory) vs tuned (the written package, loaded as a user would), interleaved in this process;
+    then the tuned outputs against ONNX Runtime."""
+    import numpy as np
+
+    from ..runtime import Model, load
+
+    m_tuned = load(package)
+    m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
+    feed = m_tuned.random_inputs()
+    lat = {"tuned": [], "untuned": []}
+    for _ in range(5):
+        lat["untuned"] += m_untuned.benchmark(**feed, repeat=2, warmup=1)
+        lat["tuned"] += m_tuned.benchmark(**feed, repeat=2, warmup=1)
+    out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
+    out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
+    if onnx_path:
+        from .run import verify_against_onnx
+
+        out["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), onnx_path)
+    return out

@@ -77,6 +77,15 @@ class Model:
         self.input_names = [i["name"] for i in self.inputs]
         self.output_names = [o["name"] for o in self.outputs]
 
+    @classmethod
+    def from_executable(cls, executable, manifest: dict, label: str = "in-memory build") -> Model:
+        """A model straight from a build's VM executable (no package on disk), described by `manifest`."""
+        import tvm
+        from tvm.runtime.vm import VirtualMachine
+
+        device = tvm.cpu()
+        return cls(label, manifest, VirtualMachine(executable, device), device, None)
+
     def __repr__(self):
         return (
             f"<tuner.Model {os.path.basename(self.path)}: {self.manifest['model']['file']} for "

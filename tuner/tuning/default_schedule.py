@@ -27,13 +27,13 @@ def _tiling():
     )
 
 
-def _rules(tiled: bool = False):
-    """TVM's llvm defaults for these two rules, built directly: `ScheduleRule.create("llvm")` imports every tensor
+def _rules():
+    """TVM's llvm defaults for these rules, built directly: `ScheduleRule.create("llvm")` imports every tensor
     intrinsic (~20 s) on AVX-512 VNNI hosts."""
     from tvm.s_tir import meta_schedule as ms
 
     return [
-        *([_tiling()] if tiled else []),
+        _tiling(),
         ms.schedule_rule.AutoInline(
             into_producer=False,
             into_consumer=True,
@@ -52,11 +52,12 @@ def _rules(tiled: bool = False):
 def _postprocs():
     from tvm.s_tir import meta_schedule as ms
 
-    # no RewriteLayout: it only acts on tiled schedules
+    # RewriteLayout packs layout-free weights into the tiled access order; `lowering.pack_weights` folds it
     return [
         ms.postproc.DisallowDynamicLoop(),
         ms.postproc.RewriteParallelVectorizeUnroll(),
         ms.postproc.RewriteReductionBlock(),
+        ms.postproc.RewriteLayout(),
     ]
 
 
@@ -75,12 +76,70 @@ def _without_tensor_intrinsics():
         del sys.modules[name]
 
 
-def default_schedule(func, target, seed: int = 0, tiled: bool = False):
-    """The PrimFunc scheduled by the cheap rules, or None when MetaSchedule cannot schedule it."""
+def _divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
+
+
+def heuristic_tiles(decisions: list[list[int]], lanes: int) -> list[list[int]]:
+    """Tile sizes for one block's SSRSRS tiling (spatial axes: 4 factors, reduction axes: 2, in loop order),
+    replacing random draws with the usual CPU recipe: the last spatial axis (contiguous in memory) gets a vector
+    of `lanes` innermost; the one before it a register block of up to 4 rows; everything else of the spatial
+    extents goes to the outermost loops, which are fused and parallel; reductions run whole in the outer loop."""
+    spatial = [k for k, d in enumerate(decisions) if len(d) == 4]
+    out = []
+    for k, d in enumerate(decisions):
+        extent = 1
+        for f in d:
+            extent *= int(f)
+        if len(d) != 4:
+            out.append([extent] + [1] * (len(d) - 1))
+            continue
+        inner = _divisor_at_most(extent, lanes) if k == spatial[-1] else 1
+        block = _divisor_at_most(extent // inner, 4) if len(spatial) > 1 and k == spatial[-2] else 1
+        out.append([extent // inner // block, 1, block, inner])
+    return out
+
+
+def _retile(sch, original, lanes: int):
+    """The sampled schedule with every tiling decision replaced by `heuristic_tiles` (per block)."""
+    from tvm.s_tir import Schedule
+
+    trace = sch.trace
+    tiles = [inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile"]
+    if not tiles:
+        return sch
+    groups, current = [], []
+    for inst in tiles:  # a block's tiles are contiguous: spatial (4 factors) then reduction (2)
+        n = len(trace.decisions[inst])
+        if current and n == 4 and len(trace.decisions[current[-1]]) == 2:
+            groups.append(current)
+            current = []
+        current.append(inst)
+    groups.append(current)
+    for group in groups:
+        new = heuristic_tiles([[int(x) for x in trace.decisions[i]] for i in group], lanes)
+        for inst, dec in zip(group, new):
+            trace = trace.with_decision(inst, [int(x) for x in dec], remove_postproc=True)
+    out = Schedule(original)  # as MetaSchedule makes them: no per-step verification
+    trace.apply_to_schedule(out, remove_postproc=True)
+    return out
+
+
+def vector_lanes(target_spec) -> int:
+    """fp32 lanes of the target's widest vector unit (16 with AVX-512, else 8)."""
+    from ..target import required_cpu_features
+
+    return 16 if "avx512f" in required_cpu_features(target_spec.config.get("mcpu", "")) else 8
+
+
+def default_schedule(func, target, lanes: int = 8, seed: int = 0):
+    """The PrimFunc scheduled without search, or None when MetaSchedule cannot schedule it: MetaSchedule's llvm
+    design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll) with its tile sizes set
+    by `heuristic_tiles` instead of drawn at random, then post-processed as the tuner would."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    space = ms.space_generator.PostOrderApply(sch_rules=_rules(tiled), postprocs=_postprocs(), mutator_probs={})
+    space = ms.space_generator.PostOrderApply(sch_rules=_rules(), postprocs=_postprocs(), mutator_probs={})
     with _without_tensor_intrinsics():
         ctx = ms.TuneContext(
             mod=tvm.IRModule({"main": func}),
@@ -94,9 +153,13 @@ def default_schedule(func, target, seed: int = 0, tiled: bool = False):
         schedules = ctx.generate_design_space()
     except Exception:
         return None
-    for sch in schedules:
-        if all(p.apply(sch) for p in ctx.space_generator.postprocs):
-            return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    for sketch in schedules:
+        try:
+            sch = _retile(sketch, tvm.IRModule({"main": func}), lanes)
+            if all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+        except Exception:  # this sketch does not take the heuristic tiles: try the next
+            continue
     return None
 
 
@@ -110,7 +173,7 @@ def schedule_untuned(mod, target_spec) -> tuple[object, list[str]]:
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "tirx.is_scheduled" in func.attrs):
             continue
-        new = default_schedule(func, target)
+        new = default_schedule(func, target, vector_lanes(target_spec))
         if new is not None:
             updates[gv] = new
     if not updates:

@@ -244,7 +244,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
                     task_scheduler="gradient",
                     measure_callbacks=callbacks,
                 )
-            except Exception as err:
+            except Exception:
                 if not (deadline and deadline.fired):
                     raise
                 spent += max(_trials_in_db(db_dir) - before, 0)
