@@ -86,27 +86,9 @@ def _make_importer_class():
             self._index = 0
 
         def _parse_graph_initializers(self, graph):
-            """With weights kept as parameters, keep only MatMul/Gemm weights and biases (what CombineParallelMatmul
-            needs). A parameter where the importer needs a value (a ConstantOfShape shape, a Reshape target)
-            changes what it emits and fails once bound back (light_squeezenet); names that sanitise alike
-            (light_bvlc_alexnet) would overwrite each other."""
             if not self._keep_params_in_input:
                 return super()._parse_graph_initializers(graph)
-            # MatMul/Gemm weights, and the biases added to their outputs (CombineParallelMatmul merges both)
-            weights = {i for n in graph.node if n.op_type in ("MatMul", "Gemm") for i in n.input[1:]}
-            mm_out = {o for n in graph.node if n.op_type in ("MatMul", "Gemm") for o in n.output}
-            weights |= {i for n in graph.node if n.op_type == "Add" and set(n.input) & mm_out for i in n.input}
-            for init in graph.initializer:
-                array = self._parse_array(init)
-                if init.name in weights and "float" in str(array.dtype) and len(array.shape) >= 1:
-                    name = init.name.removeprefix("onnx::")
-                    if name in self._params:  # two initializers sanitising to one name: keep both
-                        name = f"{name}_{len(self._params)}"
-                    var = self._new_var(name, shape=array.shape, dtype=array.dtype)
-                    self._nodes[init.name] = var
-                    self._params[name] = (var, array)
-                else:
-                    self._nodes[init.name] = relax.const(array)
+            return _parse_matmul_params(self, graph)
 
         def _construct_nodes(self, graph):
             # Wrap each node so failures name it: iterate one node at a time through the base method.
@@ -141,16 +123,47 @@ def _make_importer_class():
             return sym
 
         def _emit_named(self, expr, name, ref):
-            if isinstance(expr, relax.Call) and not isinstance(expr.op, relax.GlobalVar):
-                args = [self._emit_named(a, name, ref) if isinstance(a, relax.Call) else a for a in expr.args]
-                if any(a is not b for a, b in zip(args, expr.args)):
-                    expr = relax.Call(expr.op, args, expr.attrs, expr.ty_args)
-                var = self.bb.emit(expr, name_hint=name)
-                self.provenance.by_var[var.name] = ref
-                return var
-            return expr
+            return _emit_named(self, expr, name, ref)
 
     return ProvenanceImporter
+
+
+def _parse_matmul_params(importer, graph):
+    """With weights kept as parameters, keep only MatMul/Gemm weights and biases (what CombineParallelMatmul
+    needs). A parameter where the importer needs a value (a ConstantOfShape shape, a Reshape target) changes what
+    it emits and fails once bound back (light_squeezenet); names that sanitise alike (light_bvlc_alexnet) would
+    overwrite each other."""
+    from tvm import relax
+
+    # MatMul/Gemm weights, and the biases added to their outputs (CombineParallelMatmul merges both)
+    weights = {i for n in graph.node if n.op_type in ("MatMul", "Gemm") for i in n.input[1:]}
+    mm_out = {o for n in graph.node if n.op_type in ("MatMul", "Gemm") for o in n.output}
+    weights |= {i for n in graph.node if n.op_type == "Add" and set(n.input) & mm_out for i in n.input}
+    for init in graph.initializer:
+        array = importer._parse_array(init)
+        if init.name in weights and "float" in str(array.dtype) and len(array.shape) >= 1:
+            name = init.name.removeprefix("onnx::")
+            if name in importer._params:  # two initializers sanitising to one name: keep both
+                name = f"{name}_{len(importer._params)}"
+            var = importer._new_var(name, shape=array.shape, dtype=array.dtype)
+            importer._nodes[init.name] = var
+            importer._params[name] = (var, array)
+        else:
+            importer._nodes[init.name] = relax.const(array)
+
+
+def _emit_named(importer, expr, name, ref):
+    """Bind a call and its nested calls under the node's name, recording their provenance."""
+    from tvm import relax
+
+    if isinstance(expr, relax.Call) and not isinstance(expr.op, relax.GlobalVar):
+        args = [_emit_named(importer, a, name, ref) if isinstance(a, relax.Call) else a for a in expr.args]
+        if any(a is not b for a, b in zip(args, expr.args)):
+            expr = relax.Call(expr.op, args, expr.attrs, expr.ty_args)
+        var = importer.bb.emit(expr, name_hint=name)
+        importer.provenance.by_var[var.name] = ref
+        return var
+    return expr
 
 
 def _clip_as_op(inputs, attrs, opset):
