@@ -79,12 +79,15 @@ def anchor_weights_only(mod):
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or not func.attrs or "layout_free_buffers" not in func.attrs:
             continue
-        sch = Schedule(func)
         read_by_reduction = set()
-        for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
-            block = sch.get(block_rv)
-            if any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # CommReduce
-                read_by_reduction |= {_region_name(region) for region in block.reads}
+        try:
+            sch = Schedule(func)
+            for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
+                block = sch.get(block_rv)
+                if any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # CommReduce
+                    read_by_reduction |= {_region_name(region) for region in block.reads}
+        except Exception:  # no schedulable blocks to read (an opaque kernel): pack nothing
+            read_by_reduction = set()
         names = [p.name for p in func.params]
         keep = [int(i) for i in func.attrs["layout_free_buffers"] if names[int(i)] in read_by_reduction]
         if len(keep) != len(func.attrs["layout_free_buffers"]):

@@ -132,10 +132,10 @@ def vector_lanes(target_spec) -> int:
     return 16 if "avx512f" in required_cpu_features(target_spec.config.get("mcpu", "")) else 8
 
 
-def default_schedule(func, target, lanes: int = 8, seed: int = 0):
-    """The PrimFunc scheduled without search, or None when MetaSchedule cannot schedule it: MetaSchedule's llvm
-    design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll) with its tile sizes set
-    by `heuristic_tiles` instead of drawn at random, then post-processed as the tuner would."""
+def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0):
+    """The PrimFunc's schedule without search (a `tvm.s_tir.Schedule`), or None when MetaSchedule cannot schedule
+    it: MetaSchedule's llvm design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll)
+    with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -156,11 +156,18 @@ def default_schedule(func, target, lanes: int = 8, seed: int = 0):
     for sketch in schedules:
         try:
             sch = _retile(sketch, tvm.IRModule({"main": func}), lanes)
+            sch.enter_postproc()  # as MetaSchedule does: a replay of the record can then strip and redo them
             if all(p.apply(sch) for p in ctx.space_generator.postprocs):
-                return sch.mod["main"].with_attr("tirx.is_scheduled", True)
+                return sch
         except Exception:  # this sketch does not take the heuristic tiles: try the next
             continue
     return None
+
+
+def default_schedule(func, target, lanes: int = 8, seed: int = 0):
+    """The scheduled PrimFunc of `heuristic_schedule`, marked scheduled, or None."""
+    sch = heuristic_schedule(func, target, lanes, seed)
+    return None if sch is None else sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
 def schedule_untuned(mod, target_spec) -> tuple[object, list[str]]:

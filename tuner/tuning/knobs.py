@@ -18,6 +18,7 @@ class Knobs:
     trivial_flops: float = 4e3  # below this a kernel keeps its default schedule
     cost_model: str = "xgb"  # xgb | random
     search: str = "evolutionary"  # evolutionary | replay-trace
+    population: int = 512  # evolutionary search: candidates evolved per iteration (MetaSchedule's default)
     seed: int | None = None
     only: tuple = ()
     skip: tuple = ()

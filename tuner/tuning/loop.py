@@ -26,6 +26,7 @@ from .builder import fast_build
 from .deadline import Deadline
 from .knobs import Knobs
 from .rpc import runner as make_runner
+from .seed import seed_records
 from .spaces import round_contexts, with_design_space
 
 
@@ -212,6 +213,12 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     spent, stale_rounds, best_total = 0, 0, None
     if not run.tunable or budget == 0:
         return spent, "nothing-to-do"
+    if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
+        before = _trials_in_db(db_dir)
+        seed_records(run.tunable[:budget], target_spec, run.db, builder, runner)
+        spent = _trials_in_db(db_dir) - before
+        _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+        run.save()
     try:
         while spent < budget:
             if knobs.time_budget_s and time.time() - run.start >= knobs.time_budget_s:
@@ -220,7 +227,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
                 run.tunable,
                 os.path.join(db_dir, "logs"),
                 console_level=console_level,
-                strategy=knobs.search,
+                strategy=search_strategy(knobs),
                 num_threads=cores,
                 seed=knobs.seed,
             )
@@ -267,6 +274,17 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     except KeyboardInterrupt:
         return spent, "interrupted"
     return spent, "budget"
+
+
+def search_strategy(knobs: Knobs):
+    """The search strategy by name, with the population knob for evolutionary search."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if knobs.search != "evolutionary":
+        return knobs.search
+    return ms.search_strategy.EvolutionarySearch(
+        population_size=knobs.population, init_min_unmeasured=min(50, knobs.population // 4)
+    )
 
 
 def _trials_in_db(db_dir) -> int:

@@ -1,0 +1,46 @@
+"""Seed the search with the default schedule: before the first round, each task without records gets its heuristic
+schedule (`default_schedule`) built, measured and committed as a record. The evolutionary search starts its
+population from the database's best, and the database never holds a best record worse than the schedule the
+package would otherwise get."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from .default_schedule import heuristic_schedule, vector_lanes
+
+
+def seed_records(tunable, target_spec, db, builder, runner) -> int:
+    """Measure and commit the heuristic schedule of every (task, state) without trials; returns how many."""
+    from tvm.s_tir import meta_schedule as ms
+
+    target = target_spec.tvm_target()
+    lanes = vector_lanes(target_spec)
+    todo = []
+    for task, st in tunable:
+        if st.trials:
+            continue
+        sch = heuristic_schedule(task.dispatched[0]["main"], target, lanes)
+        if sch is not None:
+            todo.append((task, sch))
+    if not todo:
+        return 0
+    built = builder.build([ms.builder.BuilderInput(sch.mod, target) for _, sch in todo])
+    ok = [(task, sch, b) for (task, sch), b in zip(todo, built) if b.error_msg is None]
+    args = [ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True) for _, sch, _ in ok]
+    inputs = [
+        ms.runner.RunnerInput(b.artifact_path, "cuda" if target_spec.is_gpu else "cpu", a)
+        for (_, _, b), a in zip(ok, args)
+    ]
+    committed = 0
+    for (task, sch, b), a, future in zip(ok, args, runner.run(inputs) if inputs else []):
+        result = future.result()
+        shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        if result.error_msg is not None or not result.run_secs:
+            continue
+        workload = db.commit_workload(task.dispatched[0])
+        secs = [float(x) for x in result.run_secs]
+        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, workload, secs, target, a))
+        committed += 1
+    return committed
