@@ -1,0 +1,109 @@
+"""The CPU performance levers, checked on what they produce (no timing: that is scripts/bench.py's job)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from tuner.build import build_prepared, lower_prepared
+from tuner.fusion import get_strategy
+from tuner.onnx_model import prepare_model
+from tuner.target import resolve_target
+from tuner.tuning.default_schedule import heuristic_tiles
+
+
+@pytest.fixture(scope="module")
+def cnn_build(cnn):
+    return build_prepared(prepare_model(cnn), resolve_target("llvm"), get_strategy("tvm"))
+
+
+def test_no_kernel_is_left_unscheduled(cnn_build):
+    import tvm
+
+    funcs = [f for f in cnn_build.fused_mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert funcs and all(f.attrs is not None and "tirx.is_scheduled" in f.attrs for f in funcs)
+    assert len(cnn_build.default_scheduled) == len(funcs)  # untuned: every kernel on the default schedule
+    scripts = "".join(f.script() for f in funcs)
+    assert "T.parallel(" in scripts and "T.vectorized(" in scripts
+
+
+def test_weights_are_packed_at_build_time(cnn_build):
+    """Convolution weights reach their kernels repacked for the tiled schedule (OIHW -> a 5-D or higher layout),
+    as constants folded at build time; biases and BatchNorm vectors keep their layout."""
+    import tvm
+    from tvm import relax
+
+    shapes = []
+
+    def visit(expr):
+        if isinstance(expr, tvm.ir.expr.Constant):
+            shapes.append(tuple(int(d) for d in expr.data.shape))
+
+    relax.analysis.post_order_visit(cnn_build.fused_mod["main"], visit)
+    assert any(len(s) >= 5 for s in shapes), shapes
+    assert not any(
+        f.attrs is not None and "layout_free_buffers" in f.attrs and len(f.attrs["layout_free_buffers"]) > 1
+        for f in lower_prepared(cnn_build.prepared, cnn_build.target, get_strategy("tvm")).mod.functions.values()
+        if isinstance(f, tvm.tirx.PrimFunc)
+    ), "only the buffer the conv itself reads is layout-free"
+
+
+def test_packed_and_default_scheduled_package_matches_onnxruntime(cnn, transformer, tmp_path):
+    for model in (cnn, transformer):
+        out = str(tmp_path / "m.ftpkg")
+        assert run_cli("compile", model, "--target", "llvm", "-o", out).returncode == 0
+        r = run_cli("run", out, "--verify", model, "--repeat", "1", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["verify"]["ok"], r.stdout
+
+
+def test_heuristic_tiles():
+    # matmul (i=128, j=384, k=384) on AVX-512: j gets 16 lanes innermost, i a 4-row block, k runs whole outside
+    assert heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16) == [
+        [32, 1, 4, 1],
+        [24, 1, 1, 16],
+        [384, 1],
+    ]
+    # an extent without a divisor near the lane count takes the largest divisor that fits
+    assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8)[1] == [3, 1, 1, 5]
+
+
+def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):
+    """A 1-second budget: the run stops after its first measured batch, long before the round's trial count, and the
+    database records the thread count the candidates were measured with."""
+    db = str(tmp_path / "db")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        "--input-shape",
+        "x:16x32",
+        "--target",
+        "llvm",
+        "--time-budget",
+        "1s",
+        "--db",
+        db,
+        "-o",
+        str(tmp_path / "m.ftpkg"),
+        "--json",
+        "--no-verify",
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    tunable = [t for t in doc["tasks"] if not t["skipped"]]
+    round_trials = max(8 * 4 * len(tunable), 16)
+    assert doc["stopped"] == "time" and 0 < doc["trials"] < round_trials
+    manifest = json.load(open(os.path.join(db, "manifest.json")))
+    assert manifest["num_threads"] == resolve_target("llvm").config["num-cores"]
+    # every tunable task got its default schedule measured first: a record each
+    assert all(t["trials"] >= 1 and t["best_ms"] for t in tunable)
+
+
+def test_untuned_default_schedule_is_deterministic(cnn):
+    a = build_prepared(prepare_model(cnn), resolve_target("llvm"), get_strategy("tvm"))
+    b = build_prepared(prepare_model(cnn), resolve_target("llvm"), get_strategy("tvm"))
+    import tvm
+
+    tvm.ir.assert_structural_equal(a.fused_mod, b.fused_mod)
+    assert np.array_equal(a.prepared.shapes.get("x", ()), b.prepared.shapes.get("x", ()))
