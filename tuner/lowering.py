@@ -42,7 +42,13 @@ def pack_weights(mod, target_spec):
     import tvm
     from tvm import relax
 
-    seq = tvm.transform.Sequential([relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant()])
+    seq = tvm.transform.Sequential(
+        [
+            relax.transform.SplitLayoutRewritePreproc(),
+            relax.transform.FoldConstant(),
+            relax.transform.DeadCodeElimination(),  # the folded weight transforms
+        ]
+    )
     with target_spec.tvm_target(), tvm.transform.PassContext(opt_level=3):
         return seq(mod)
 
