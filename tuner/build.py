@@ -89,7 +89,7 @@ def lower_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: F
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings)
 
 
-def schedule(lowered: Lowered, db_dir: str | None = None) -> tuple[object, dict | None, list[str]]:
+def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> tuple[object, dict | None, list[str]]:
     """(scheduled module, database info, kernels on default schedules): tuned records first; then dlight on CUDA,
     or the cheap CPU default schedule and weight packing on llvm. The lowered module is not modified."""
     fused, db_info, defaulted = lowered.mod, None, []
@@ -102,8 +102,14 @@ def schedule(lowered: Lowered, db_dir: str | None = None) -> tuple[object, dict 
     from .lowering import pack_weights
     from .tuning.default_schedule import schedule_untuned
 
-    fused, defaulted = schedule_untuned(fused, lowered.target)  # no naive loop nests in a package
-    return pack_weights(fused, lowered.target), db_info, defaulted
+    scheduled, defaulted = schedule_untuned(fused, lowered.target, skip)  # no naive loop nests in a package
+    try:
+        return pack_weights(scheduled, lowered.target), db_info, defaulted
+    except Exception:  # FoldConstant builds kernels with constant inputs: a default schedule may not lower
+        bad = _unbuildable(scheduled, defaulted, lowered.target)
+        if not bad:
+            raise
+        return schedule(lowered, db_dir, skip=set(skip) | bad)
 
 
 def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
@@ -118,8 +124,15 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
         config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}  # tuned or dlight WMMA kernels
     t0 = time.perf_counter()
     try:
-        with tvm.transform.PassContext(opt_level=3, config=config):
-            executable = tvm.compile(fused, target=spec.tvm_target(), relax_pipeline="default_build")
+        try:
+            with tvm.transform.PassContext(opt_level=3, config=config):
+                executable = tvm.compile(fused, target=spec.tvm_target(), relax_pipeline="default_build")
+        except Exception:
+            if not defaulted:
+                raise
+            fused, defaulted = _without_unbuildable_defaults(lowered, fused, defaulted, db_dir)
+            with tvm.transform.PassContext(opt_level=3, config=config):
+                executable = tvm.compile(fused, target=spec.tvm_target(), relax_pipeline="default_build")
     except Exception as err:
         raise TunerError(
             f"TVM build failed for {lowered.prepared.path} on {spec.key}: {str(err).strip().splitlines()[-1]}",
@@ -138,6 +151,29 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
         timings,
         defaulted,
     )
+
+
+def _unbuildable(fused, names: list[str], target_spec) -> set[str]:
+    """Which of these kernels TVM cannot lower on their own (build each alone: only on a failure path)."""
+    import tvm
+
+    bad = set()
+    for name in names:
+        try:
+            tvm.compile(tvm.IRModule({"main": fused[name]}), target=target_spec.tvm_target())
+        except Exception:
+            bad.add(name)
+    return bad
+
+
+def _without_unbuildable_defaults(lowered: Lowered, fused, defaulted: list[str], db_dir):
+    """A default schedule TVM cannot lower (seen on one ONNX Slice case): rebuild with those kernels as they were
+    lowered."""
+    bad = _unbuildable(fused, defaulted, lowered.target)
+    if not bad:
+        raise RuntimeError("the build failed, and not in a default-scheduled kernel")
+    fallback, _, kept = schedule(lowered, db_dir, skip=set(bad))
+    return fallback, kept
 
 
 def build_prepared(

@@ -38,10 +38,17 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, par
 
 def pack_weights(mod, target_spec):
     """After tuned schedules are applied: split each kernel's weight-layout rewrite into its own function and fold
-    it into the constants, so packed weights are computed once at build time, not per inference."""
+    it into the constants, so packed weights are computed once at build time, not per inference. Modules with
+    nothing to pack are returned as they are (SplitLayoutRewritePreproc also fails on some of them, e.g. a
+    strided Slice kernel, in TVM 0.27)."""
     import tvm
     from tvm import relax
 
+    if not any(
+        isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and list(f.attrs.get("layout_free_buffers", []))
+        for f in mod.functions.values()
+    ):
+        return mod
     seq = tvm.transform.Sequential(
         [
             relax.transform.SplitLayoutRewritePreproc(),

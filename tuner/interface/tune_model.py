@@ -42,7 +42,7 @@ def tune_model(
     from ..runtime.package import check_writable
     from ..target import resolve_target
     from ..tuning import Knobs, tune
-    from ..tuning.database import default_db_dir, open_database
+    from ..tuning.database import check_target, default_db_dir, read_manifest
 
     knobs = knobs or Knobs()
     if knobs.trials < 0:
@@ -56,7 +56,7 @@ def tune_model(
     prepared = prepare_model(model, shapes, consts, precision=precision)
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
-        open_database(db_dir, spec, create=True)  # refuse another target's folder before any work
+        check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
     lowered = lower_prepared(prepared, spec, strategy)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress=progress)

@@ -19,10 +19,11 @@ import hashlib
 import json
 import os
 
-from ..errors import TunerError
+from filelock import FileLock, Timeout
 
-WORKLOADS = "database_workload.json"
-RECORDS = "database_tuning_record.json"
+from ..errors import TunerError
+from .records import RECORDS, WORKLOADS, _atomic_write_text, record_counts, repair, scan, workload_hashes, write_clean
+
 MANIFEST = "manifest.json"
 COST_MODEL = "cost_model.tar"
 LOCK = ".lock"
@@ -35,52 +36,6 @@ def now() -> str:
 
 def default_db_dir(prepared, target_spec, root: str = "logs") -> str:
     return os.path.join(root, f"{prepared.name}-{prepared.sha256[:8]}", target_spec.key)
-
-
-def _atomic_write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def repair(db_dir: str) -> list[str]:
-    """Drop unparsable lines (a truncated tail after a kill) and records of missing workloads. Returns notes."""
-    notes = []
-    counts = {}
-    for name in (WORKLOADS, RECORDS):
-        path = os.path.join(db_dir, name)
-        if not os.path.exists(path):
-            open(path, "a").close()
-            counts[name] = 0
-            continue
-        with open(path) as f:
-            lines = f.read().split("\n")
-        good, bad = [], 0
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                json.loads(line)
-                good.append(line)
-            except json.JSONDecodeError:
-                bad += 1
-        if name == RECORDS:
-            n_workloads = counts[WORKLOADS]
-            kept = [ln for ln in good if json.loads(ln)[0] < n_workloads]
-            if len(kept) != len(good):
-                notes.append(f"{name}: dropped {len(good) - len(kept)} record(s) of workloads that were never written")
-            good = kept
-        counts[name] = len(good)
-        if bad or (lines and lines[-1].strip()):
-            if bad:
-                notes.append(f"{name}: dropped {bad} truncated or unparsable line(s) (an interrupted write)")
-            _atomic_write_text(path, "".join(ln + "\n" for ln in good))
-        elif len(good) != sum(1 for ln in lines if ln.strip()):
-            _atomic_write_text(path, "".join(ln + "\n" for ln in good))
-    return notes
 
 
 def read_manifest(db_dir: str) -> dict | None:
@@ -131,8 +86,13 @@ def check_target(db_dir: str, manifest: dict | None, target_spec) -> None:
         )
 
 
-def open_database(db_dir: str, target_spec=None, create: bool = False):
-    """(JSONDatabase, manifest or None, repair notes); refuses a folder made for another target."""
+def open_database(db_dir: str, target_spec=None, create: bool = False, writer: bool = False):
+    """(JSONDatabase, manifest or None, notes); refuses a folder made for another target, and records whose target
+    nobody recorded. Only a writer (tuning, holding the lock) repairs the files in place; a reader that finds
+    lines to drop loads a repaired copy and leaves the folder as it is."""
+    import shutil
+    import tempfile
+
     from tvm.s_tir import meta_schedule as ms
 
     if not os.path.isdir(db_dir):
@@ -141,17 +101,43 @@ def open_database(db_dir: str, target_spec=None, create: bool = False):
         os.makedirs(db_dir, exist_ok=True)
     manifest = read_manifest(db_dir)
     if not create and manifest is None and not os.path.exists(os.path.join(db_dir, WORKLOADS)):
-        raise TunerError(f"{db_dir}: not a tuning database (no {WORKLOADS})")
+        raise TunerError(f"{db_dir}: not a tuning database (no {WORKLOADS})", _where_databases_are(db_dir))
+    s = scan(db_dir)
     if target_spec is not None:
         check_target(db_dir, manifest, target_spec)
-    notes = repair(db_dir)
+        if manifest is None and s.records and not writer:
+            raise TunerError(
+                f"tuning database {db_dir} has records but no manifest.json: the target they were measured on is "
+                "unknown, so they are not applied",
+                "tune into it again with --resume (the manifest is written first), or use another --db",
+            )
+    source, notes = db_dir, s.notes
+    if writer:
+        repair(db_dir)
+    elif s.dirty:
+        source = tempfile.mkdtemp(prefix="ftdb-")
+        write_clean(source, s)
     try:
         db = ms.database.JSONDatabase(
-            os.path.join(db_dir, WORKLOADS), os.path.join(db_dir, RECORDS), allow_missing=True
+            os.path.join(source, WORKLOADS), os.path.join(source, RECORDS), allow_missing=True
         )
     except Exception as err:
         raise TunerError(f"tuning database {db_dir} cannot be loaded: {str(err).strip().splitlines()[-1]}") from err
+    finally:
+        if source != db_dir:
+            shutil.rmtree(source, ignore_errors=True)  # the records are in memory now
     return db, manifest, notes
+
+
+def _where_databases_are(db_dir: str) -> str:
+    """A hint naming the target folders below `db_dir`, when it is the model folder above them."""
+    try:
+        below = sorted(d for d in os.listdir(db_dir) if os.path.exists(os.path.join(db_dir, d, WORKLOADS)))
+    except OSError:
+        below = []
+    if below:
+        return "the databases are one level down: " + ", ".join(os.path.join(db_dir, d) for d in below)
+    return "tune into it first with tune-model --db"
 
 
 def digest(db_dir: str) -> str:
@@ -162,38 +148,6 @@ def digest(db_dir: str) -> str:
             with open(path, "rb") as f:
                 h.update(f.read())
     return h.hexdigest()
-
-
-def record_counts(db_dir: str) -> dict[int, dict]:
-    """workload index -> {trials, best_s} straight from the record file (invalid runs count as trials)."""
-    out: dict[int, dict] = {}
-    path = os.path.join(db_dir, RECORDS)
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                idx, rec = json.loads(line)
-            except (json.JSONDecodeError, ValueError):
-                continue
-            entry = out.setdefault(idx, {"trials": 0, "best_s": None})
-            entry["trials"] += 1
-            run_secs = rec[1] if len(rec) > 1 else None
-            if run_secs:
-                mean = sum(float(x) for x in run_secs) / len(run_secs)
-                if mean < 1e9 and (entry["best_s"] is None or mean < entry["best_s"]):
-                    entry["best_s"] = mean
-    return out
-
-
-def workload_hashes(db_dir: str) -> list[str]:
-    path = os.path.join(db_dir, WORKLOADS)
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line)[0] for line in f if line.strip()]
 
 
 def apply_database(mod, target_spec, db_dir: str):
@@ -224,7 +178,6 @@ def apply_database(mod, target_spec, db_dir: str):
 
 def merge(sources: list[str], dst: str) -> dict:
     """Merge databases of one target into dst, deduplicating identical records."""
-    from tvm.s_tir import meta_schedule as ms
 
     manifests = []
     for src in sources:
@@ -242,7 +195,23 @@ def merge(sources: list[str], dst: str) -> dict:
     dst_manifest = read_manifest(dst) if os.path.isdir(dst) else None
     if dst_manifest and keys and dst_manifest.get("target_key") not in keys:
         raise TunerError(f"db merge: {dst} is for {dst_manifest.get('target_key')}, the sources for {keys.pop()}")
+    if os.path.isdir(dst) and os.listdir(dst) and not os.path.exists(os.path.join(dst, WORKLOADS)):
+        raise TunerError(f"db merge: {dst} is a folder that is not a tuning database", "name a new folder for -o")
     os.makedirs(dst, exist_ok=True)
+    lock = FileLock(os.path.join(dst, LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise TunerError(f"db merge: {dst} is in use by a tune-model run", "wait for it to finish") from None
+    try:
+        return _merge_locked(manifests, dst, dst_manifest, sources)
+    finally:
+        lock.release()
+
+
+def _merge_locked(manifests, dst, dst_manifest, sources) -> dict:
+    from tvm.s_tir import meta_schedule as ms
+
     repair(dst)
     out = ms.database.JSONDatabase(os.path.join(dst, WORKLOADS), os.path.join(dst, RECORDS), allow_missing=True)
     seen = set()
@@ -250,8 +219,7 @@ def merge(sources: list[str], dst: str) -> dict:
         seen.add(_record_key(rec))
     added = dup = 0
     for src, _ in manifests:
-        repair(src)
-        db = ms.database.JSONDatabase(os.path.join(src, WORKLOADS), os.path.join(src, RECORDS), allow_missing=True)
+        db, _, _ = open_database(src)  # read-only: a source is never rewritten
         for rec in db.get_all_tuning_records():
             key = _record_key(rec)
             if key in seen:
@@ -291,10 +259,10 @@ def _record_key(rec) -> str:
 
 
 def show(db_dir: str) -> dict:
-    manifest = read_manifest(db_dir) or {}
-    notes = repair(db_dir) if os.path.isdir(db_dir) else []
     if not os.path.exists(os.path.join(db_dir, WORKLOADS)):
-        raise TunerError(f"{db_dir}: not a tuning database (no {WORKLOADS})")
+        raise TunerError(f"{db_dir}: not a tuning database (no {WORKLOADS})", _where_databases_are(db_dir))
+    manifest = read_manifest(db_dir) or {}
+    notes = scan(db_dir).notes  # read-only: what a tuning run would drop; nothing is written here
     counts = record_counts(db_dir)
     hashes = workload_hashes(db_dir)
     by_hash = {t.get("workload_hash"): name for name, t in manifest.get("tasks", {}).items()}

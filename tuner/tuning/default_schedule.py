@@ -170,7 +170,7 @@ def default_schedule(func, target, lanes: int = 8, seed: int = 0):
     return None if sch is None else sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
-def schedule_untuned(mod, target_spec) -> tuple[object, list[str]]:
+def schedule_untuned(mod, target_spec, skip=frozenset()) -> tuple[object, list[str]]:
     """(module, names of kernels given the cheap schedule): every PrimFunc not scheduled by a tuning record.
     The input module is left as it is."""
     import tvm
@@ -179,6 +179,8 @@ def schedule_untuned(mod, target_spec) -> tuple[object, list[str]]:
     updates = {}
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or (func.attrs is not None and "tirx.is_scheduled" in func.attrs):
+            continue
+        if gv.name_hint in skip:
             continue
         new = default_schedule(func, target, vector_lanes(target_spec))
         if new is not None:

@@ -124,8 +124,9 @@ class _Run:
 
 
 def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress) -> TuneResult:
-    db, manifest, repairs = D.open_database(db_dir, target_spec, create=True)
+    db, manifest, repairs = D.open_database(db_dir, target_spec, create=True, writer=True)
     manifest = manifest or D.new_manifest(target_spec, fusion)
+    D.write_manifest(db_dir, manifest)  # before the first record: records never exist without their target
     states, tunable, shared = _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key)
     tunable = with_design_space(tunable, target_spec, fused_mod)
     done_before = sum(st.trials for _, st in tunable) if resume else 0
@@ -232,6 +233,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
                 seed=knobs.seed,
             )
             before = _trials_in_db(db_dir)
+            per_iter, round_budget = _round_size(round_trials, budget - spent, knobs.num_trials_per_iter)
             callbacks = ms.measure_callback.MeasureCallback.create("default")
             deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
             if deadline:
@@ -241,9 +243,9 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
                     tasks=contexts,
                     task_weights=weights,
                     work_dir=os.path.join(db_dir, "logs"),
-                    max_trials_global=min(round_trials, budget - spent),
+                    max_trials_global=round_budget,
                     max_trials_per_task=knobs.max_trials_per_task,
-                    num_trials_per_iter=knobs.num_trials_per_iter,
+                    num_trials_per_iter=per_iter,
                     builder=builder,
                     runner=runner,
                     database=run.db,
@@ -285,6 +287,15 @@ def search_strategy(knobs: Knobs):
     return ms.search_strategy.EvolutionarySearch(
         population_size=knobs.population, init_min_unmeasured=min(50, knobs.population // 4)
     )
+
+
+def _round_size(round_trials: int, remaining: int, per_iter: int) -> tuple[int, int]:
+    """(trials per iteration, trials for the round). MetaSchedule measures whole iterations and checks its global
+    budget only between them, so a round is a multiple of the iteration size; the remainder is a last, smaller
+    iteration. The budget is never overshot."""
+    per_iter = max(1, min(per_iter, remaining))
+    size = min(round_trials, remaining)
+    return per_iter, max(per_iter, size - size % per_iter)
 
 
 def _trials_in_db(db_dir) -> int:

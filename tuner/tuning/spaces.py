@@ -92,6 +92,10 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
     foreign = [h for h in ms_logger.handlers if not h.get_name()]
     for h in foreign:
         ms_logger.removeHandler(h)
+    # MetaSchedule's config gives its console handler the logger's level at that moment; the logger itself is
+    # left at DEBUG by any earlier configuration (a previous round, the default-schedule seeds)
+    if console_level:
+        ms_logger.setLevel(console_level)
     try:
         for space in {id(st.space): st.space for _, st in tunable}.values():
             tasks = [t for t, st in tunable if st.space is space]
@@ -103,7 +107,11 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
             ms_logger.addHandler(h)
     # Creating the contexts re-runs logging.config with the logger's current level (DEBUG after the first
     # time) for its stdout handler: put the console back, or round 2 prints INFO lines into --json output.
-    for handler in ms_logger.handlers:
-        if type(handler) is logging.StreamHandler and console_level:
-            handler.setLevel(console_level)
+    _console_level(ms_logger, console_level)
     return contexts, weights
+
+
+def _console_level(ms_logger, level) -> None:
+    for handler in ms_logger.handlers:
+        if type(handler) is logging.StreamHandler and level:
+            handler.setLevel(level)
