@@ -124,14 +124,15 @@ def test_tensor_core_record_builds_into_cuda_package(transformer, tmp_path):
     from tuner.runtime.device_code import cuda_sources
     from tuner.target import resolve_target
     from tuner.tuning import sample_candidates, uses_tensor_cores
-    from tuner.tuning.database import open_database
+    from tuner.tuning.database import new_manifest, open_database, write_manifest
 
     spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
     mod, params, _ = import_for(prepare_model(transformer, precision="float16"), strategy)
     [sampled] = sample_candidates(lower(mod, spec, strategy, params=params), spec, max_tasks=1, per_task=4)
     task, cand = sampled.task, next(c for c in sampled.candidates if uses_tensor_cores(c.sch.mod))
     db_dir = str(tmp_path / "db")
-    db, _, _ = open_database(db_dir, spec, create=True)
+    db, _, _ = open_database(db_dir, spec, create=True, writer=True)
+    write_manifest(db_dir, new_manifest(spec, "tvm"))  # as tune-model does before its first record
     db.commit_tuning_record(
         ms.database.TuningRecord(
             cand.sch.trace, db.commit_workload(task.dispatched[0]), run_secs=[1e-3], target=spec.tvm_target()
