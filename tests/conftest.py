@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +42,32 @@ def cnn_package(cnn, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("pkg") / "cnn.ftpkg")
     compile_model(cnn, out, target="llvm", fusion="tvm")
     return out
+
+
+@pytest.fixture(scope="session")
+def tuned_mlp(mlp, tmp_path_factory):
+    """The MLP at batch 16 tuned with 16 trials: (summary, database folder, package). Tests copy before changing."""
+    d = tmp_path_factory.mktemp("tune")
+    db = str(d / "db")
+    r = run_cli(
+        "tune-model",
+        mlp,
+        "--input-shape",
+        "x:16x32",
+        "--target",
+        "llvm",
+        "--trials",
+        "16",
+        "--db",
+        db,
+        "--seed",
+        "1",
+        "-o",
+        str(d / "mlp.ftpkg"),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), db, str(d / "mlp.ftpkg")
 
 
 def run_cli(*args, env=None, timeout=600):

@@ -14,28 +14,8 @@ SHAPE = ["--input-shape", "x:16x32"]
 
 
 @pytest.fixture(scope="module")
-def small_db(mlp, tmp_path_factory):
-    d = tmp_path_factory.mktemp("integrity")
-    db = str(d / "db")
-    r = run_cli(
-        "tune-model",
-        mlp,
-        *SHAPE,
-        "--target",
-        "llvm",
-        "--trials",
-        "12",
-        "--db",
-        db,
-        "--seed",
-        "1",
-        "-o",
-        str(d / "m.ftpkg"),
-        "--json",
-        "--no-verify",
-    )
-    assert r.returncode == 0, r.stderr
-    return db
+def small_db(tuned_mlp):
+    return tuned_mlp[1]
 
 
 def _files(db):

@@ -18,27 +18,8 @@ SHAPE = ["--input-shape", "x:16x32"]
 
 
 @pytest.fixture(scope="module")
-def tuned(mlp, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tune")
-    db = str(d / "db")
-    r = run_cli(
-        "tune-model",
-        mlp,
-        *SHAPE,
-        "--target",
-        "llvm",
-        "--trials",
-        "16",
-        "--db",
-        db,
-        "--seed",
-        "1",
-        "-o",
-        str(d / "mlp.ftpkg"),
-        "--json",
-    )
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout), db, str(d / "mlp.ftpkg")
+def tuned(tuned_mlp):
+    return tuned_mlp
 
 
 def test_tuning_improves_latency_and_verifies(tuned):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import TunerError
 from .fusion import FusionStrategy
-from .ir import kernel_sites, memory_footprint, primfuncs
+from .ir import kernel_scripts, kernel_sites, memory_footprint
 from .lowering import lower
 from .onnx_model import PreparedModel
 from .target import TargetSpec, host_cpu_name
@@ -42,8 +42,8 @@ def thread_unbound_kernels(mod) -> list[str]:
     """
     return [
         name
-        for name, func in primfuncs(mod).items()
-        if not any(tag in func.script() for tag in ('"threadIdx.', '"blockIdx.'))
+        for name, script in kernel_scripts(mod).items()
+        if not any(tag in script for tag in ('"threadIdx.', '"blockIdx.'))
     ]
 
 

@@ -9,6 +9,7 @@ import graph one-way. TVM 0.27's wheel registers no TIR visitor for Python (the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 # TVM's OpPatternKind (include/tvm/relax/op_attr_types.h)
@@ -69,9 +70,16 @@ def primfuncs(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
+@functools.lru_cache(maxsize=4096)
+def kernel_script(func) -> str:
+    """A PrimFunc's printed TIR, printed once per PrimFunc object (PrimFuncs are immutable; see the module
+    docstring for why we read scripts at all)."""
+    return func.script()
+
+
 def kernel_scripts(mod) -> dict[str, str]:
-    """{name: printed TIR} of every PrimFunc, printed once (see the module docstring for why we read scripts)."""
-    return {name: f.script() for name, f in primfuncs(mod).items()}
+    """{name: printed TIR} of every PrimFunc in the module."""
+    return {name: kernel_script(f) for name, f in primfuncs(mod).items()}
 
 
 def kernel_sites(mod) -> list[KernelSite]:

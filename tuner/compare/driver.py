@@ -111,12 +111,19 @@ def compare(
     variants: list[Variant] = []
     for s in strategies:
         paired = bool(trials or db)  # untuned and tuned side by side: name both
+        lowered = {}  # each strategy is imported and lowered once, for both of its variants and its tuning
         variants.append(
-            _build_variant(prepared, spec, s, f"{s}/untuned" if paired else s, tuned=False, db=None, log=log)
+            _build_variant(
+                prepared, spec, s, f"{s}/untuned" if paired else s, tuned=False, db=None, log=log, lowered=lowered
+            )
         )
         if paired:
             vdb = db or os.path.join(output_dir, "db", s.replace("+", "_"))
-            variants.append(_build_variant(prepared, spec, s, f"{s}/tuned", tuned=True, db=vdb, trials=trials, log=log))
+            variants.append(
+                _build_variant(
+                    prepared, spec, s, f"{s}/tuned", tuned=True, db=vdb, trials=trials, log=log, lowered=lowered
+                )
+            )
 
     from .machine import machine_limits
 
@@ -135,23 +142,27 @@ def compare(
         time.perf_counter() - t_start,
         runs_here,
     )
-    write_report(doc, variants, output_dir)
+    write_report(doc, output_dir)
     log(doc["verdict"])
     return doc
 
 
-def _build_variant(prepared, spec, strategy_name, name: str, tuned: bool, db, log, trials=None) -> Variant:
-    from ..build import build_prepared
+def _build_variant(
+    prepared, spec, strategy_name, name: str, tuned: bool, db, log, trials=None, lowered=None
+) -> Variant:
+    """Build one variant; `lowered` caches the strategy's lowered module across its variants."""
+    from ..build import build_lowered, lower_prepared
     from ..fusion import get_strategy
     from .kernels import static_metrics
 
     v = Variant(name, strategy_name, tuned)
     t0 = time.perf_counter()
     try:
-        strategy = get_strategy(strategy_name)
+        if "module" not in lowered:
+            lowered["module"] = lower_prepared(prepared, spec, get_strategy(strategy_name))
         if tuned and trials:
-            _tune(prepared, spec, strategy, db, trials)
-        v.build = build_prepared(prepared, spec, strategy, db if tuned else None)
+            _tune(lowered["module"], db, trials)
+        v.build = build_lowered(lowered["module"], db if tuned else None)
         v.static = static_metrics(v.build.fused_mod, spec.tvm_target())
         v.doc["tuned_kernels"] = v.build.db_info["applied"] if v.build.db_info else 0
         v.doc["default_schedule_kernels"] = (
@@ -172,22 +183,20 @@ def _build_variant(prepared, spec, strategy_name, name: str, tuned: bool, db, lo
     return v
 
 
-def _tune(prepared, spec, strategy, db_dir, trials) -> None:
+def _tune(lowered, db_dir, trials) -> None:
     from ..interface.tune_model import quiet_tvm_logs
-    from ..lowering import import_for, lower
     from ..tuning import Knobs, tune
 
     quiet_tvm_logs(False)
-    mod, params, _ = import_for(prepared, strategy)
-    fused = lower(mod, spec, strategy, params=params)
+    prepared = lowered.prepared
     tune(
-        fused,
-        spec,
+        lowered.mod,
+        lowered.target,
         db_dir,
         Knobs(trials=trials),
         resume=True,
         model_key=f"{prepared.name}-{prepared.sha256[:8]}",
-        fusion=strategy.name,
+        fusion=lowered.strategy.name,
     )
 
 

@@ -10,9 +10,9 @@ per reading kernel), weights, and the footprint that Relax's StaticPlanBlockMemo
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-from ..ir import flops, nbytes, primfuncs, product, storage
+from ..ir import flops, kernel_script, nbytes, primfuncs, product, storage
 
 
 @dataclass
@@ -50,7 +50,6 @@ class StaticMetrics:
     weight_bytes: int  # distinct constants, once
     planned_storage_bytes: int  # intermediate storage after StaticPlanBlockMemory
     unplanned_storage_bytes: int  # every kernel output kept alive separately
-    notes: list[str] = field(default_factory=list)
 
     @property
     def launches(self) -> int:
@@ -105,7 +104,6 @@ class StaticMetrics:
             "planned_storage_bytes": self.planned_storage_bytes,
             "unplanned_storage_bytes": self.unplanned_storage_bytes,
             "parallelism": self.parallel_summary(),
-            "notes": self.notes,
         }
 
 
@@ -158,7 +156,6 @@ def static_metrics(fused_mod, target) -> StaticMetrics:
     readers: dict = {}  # tensor var -> set of launch indices reading it
     kernels: list[KernelMetrics] = []
     weights: dict[int, int] = {}
-    notes: list[str] = []
     main = mod["main"]
     outputs = _returned_vars(main.body.body)
     for block in main.body.blocks:
@@ -179,7 +176,7 @@ def static_metrics(fused_mod, target) -> StaticMetrics:
                         readers.setdefault(alias.get(a, a), set()).add(idx)
                 if name not in flops_cache:
                     flops_cache[name] = flops(funcs.get(name))
-                    par_cache[name] = parallelism(funcs[name].script()) if name in funcs else (1, None, None)
+                    par_cache[name] = parallelism(kernel_script(funcs[name])) if name in funcs else (1, None, None)
                 ext, grid, blk = par_cache[name]
                 kernels.append(
                     KernelMetrics(
@@ -202,9 +199,7 @@ def static_metrics(fused_mod, target) -> StaticMetrics:
     inter_bytes = sum(nbytes(t.ty) for t in inter)
     inter_traffic = sum(nbytes(t.ty) * (1 + len(readers[t])) for t in inter)
     planned, unplanned = storage(fused_mod, target)
-    return StaticMetrics(
-        kernels, len(inter), inter_bytes, inter_traffic, sum(weights.values()), planned, unplanned, notes
-    )
+    return StaticMetrics(kernels, len(inter), inter_bytes, inter_traffic, sum(weights.values()), planned, unplanned)
 
 
 def _returned_vars(expr) -> list:

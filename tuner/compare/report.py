@@ -345,7 +345,7 @@ def _csv_frames(doc):
     return kernels, pd.DataFrame(summary)
 
 
-def write_report(doc: dict, variants, folder: str) -> dict:
+def write_report(doc: dict, folder: str) -> dict:
     """Write every file into `folder`; returns {kind: file name}."""
     files = {}
     images = {}

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import TunerError
 from ..target import host_cpu_flags, required_cpu_features
-from .package import LIBRARY, PARAMS, read_package
+from .package import LIBRARY, read_package
 
 # CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
@@ -278,12 +278,8 @@ def load(path: str, device: str | None = None) -> Model:
                 f"{path}: cannot load its library ({str(err).strip().splitlines()[-1]})",
                 "the package was built for another platform; rebuild it here",
             ) from err
-    vm = VirtualMachine(lib, dev)
-    params = None
-    if PARAMS in members:
-        loaded = tvm.runtime.load_param_dict(members[PARAMS])
-        try:
-            params = [tvm.runtime.tensor(loaded[name].numpy(), dev) for name in manifest["param_names"]]
-        except Exception as err:
-            raise out_of_memory(err, path, manifest, dev, "loading the weights") or err  # noqa: B904
-    return Model(path, manifest, vm, dev, params)
+    try:
+        vm = VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
+    except Exception as err:
+        raise out_of_memory(err, path, manifest, dev, "loading the weights") or err  # noqa: B904
+    return Model(path, manifest, vm, dev, None)

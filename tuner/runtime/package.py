@@ -4,7 +4,6 @@ Members:
   manifest.json   format version, model (file, sha256), inputs/outputs, target, TVM/tvm-ffi versions, fusion
                   strategy, kernel count, tuning-database digest, build time, and sha256 of every other member
   model.so        the Relax VM executable (weights bound as constants, embedded)
-  params.bin      only when weights are kept as parameters (tvm.runtime.save_param_dict)
   device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.runtime.device_code)
 
 Written to a temporary file and renamed, so a failed build never leaves a half-written package.
@@ -24,7 +23,6 @@ from ..errors import TunerError
 FORMAT = "fusion-tuner-package"
 FORMAT_VERSION = 1
 LIBRARY = "model.so"
-PARAMS = "params.bin"
 MANIFEST = "manifest.json"
 
 
@@ -33,7 +31,8 @@ def _sha256(data: bytes) -> str:
 
 
 def atomic_write(path: str, write) -> None:
-    """Call write(tmp_path), then rename onto path; the target folder must be writable."""
+    """Call write(tmp_path), fsync, then rename onto path (the one atomic writer of the project); the target
+    folder must be writable."""
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(directory):
         raise TunerError(f"{path}: folder {directory} does not exist", "create it first or choose another -o")
@@ -46,6 +45,8 @@ def atomic_write(path: str, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        with open(tmp, "rb") as f:  # on disk before the rename makes it visible
+            os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open() would

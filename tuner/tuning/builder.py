@@ -14,11 +14,9 @@ _TENSOR_CORE_MARK = re.compile(r"tensorize|mma_sync|wmma|ldmatrix")
 
 def uses_tensor_cores(mod) -> bool:
     """Does any kernel use WMMA/MMA (tensorized, or lowered to the intrinsics' calls)?"""
-    import tvm
+    from ..ir import kernel_scripts
 
-    return any(
-        isinstance(f, tvm.tirx.PrimFunc) and _TENSOR_CORE_MARK.search(f.script()) for f in mod.functions.values()
-    )
+    return any(_TENSOR_CORE_MARK.search(script) for script in kernel_scripts(mod).values())
 
 
 def fast_build(mod, target, _params):

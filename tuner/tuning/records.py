@@ -89,12 +89,13 @@ def scan(db_dir: str) -> Scan:
 
 
 def _atomic_write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from ..runtime.package import atomic_write
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    atomic_write(path, write)
 
 
 def write_clean(dst_dir: str, s: Scan) -> None:

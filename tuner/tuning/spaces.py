@@ -7,13 +7,10 @@ import logging
 
 def half_precision(mod) -> bool:
     """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
-    import tvm
+    from ..ir import kernel_scripts
 
-    # TVM 0.27's Python PrimFunc exposes no buffer map: read the dtypes from the printed TIR (once per tuning run)
-    return any(
-        isinstance(f, tvm.tirx.PrimFunc) and ('"float16"' in f.script() or '"bfloat16"' in f.script())
-        for f in mod.functions.values()
-    )
+    # TVM 0.27's Python PrimFunc exposes no buffer map: read the dtypes from the printed TIR
+    return any('"float16"' in script or '"bfloat16"' in script for script in kernel_scripts(mod).values())
 
 
 def design_space(target_spec, mod):

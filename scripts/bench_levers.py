@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Ablation of the untuned CPU levers, measured side by side with ONNX Runtime in one process:
+
+    naive        the fused kernels as TVM lowers them (serial, unvectorised loop nests)
+    default      + the default schedule (heuristic tiles, parallel, vectorised), weights in their ONNX layout
+    default+pack + weights packed for the tiled access order at build time (what packages ship)
+
+    python scripts/bench_levers.py cnn minilm_l3 magika
+
+Every variant is checked against ONNX Runtime (max abs error printed); medians of interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def variants(lowered):
+    """{name: scheduled module} for the three levels."""
+    from tuner.lowering import pack_weights
+    from tuner.tuning.default_schedule import schedule_untuned
+
+    default, _ = schedule_untuned(lowered.mod, lowered.target)
+    return {"naive": lowered.mod, "default": default, "default+pack": pack_weights(default, lowered.target)}
+
+
+def main(argv=None) -> int:
+    import numpy as np
+    import tvm
+    from tvm.runtime.vm import VirtualMachine
+
+    from scripts.bench import ort_session, resolve
+    from tuner.build import lower_prepared
+    from tuner.fusion import get_strategy
+    from tuner.onnx_model import prepare_model
+    from tuner.runtime import make_inputs
+    from tuner.target import resolve_target
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args(argv)
+    spec = resolve_target("llvm")
+    threads = int(os.environ.setdefault("TVM_NUM_THREADS", str(spec.config.get("num-cores") or 1)))
+    print(f"{spec.key}, {threads} threads")
+    print(f"{'model':16} {'variant':13} {'median ms':>10} {'vs ORT':>7} {'max abs err':>12}")
+    for name in args.models:
+        path, shapes, consts = resolve(name)
+        prepared = prepare_model(path, shapes or None, consts or None)
+        lowered = lower_prepared(prepared, spec, get_strategy("tvm"))
+        feed = make_inputs(
+            [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+        )
+        sess = ort_session(prepared, threads)
+        ref = sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})[0]
+        vms, errors = {}, {}
+        for label, mod in variants(lowered).items():
+            ex = tvm.compile(mod, target=spec.tvm_target(), relax_pipeline="default_build")
+            vms[label] = VirtualMachine(ex, tvm.cpu())
+            args_ = [tvm.runtime.tensor(feed[i.name]) for i in prepared.inputs]
+            out = vms[label]["main"](*args_)
+            out = out[0] if not hasattr(out, "numpy") else out
+            errors[label] = float(np.abs(out.numpy() - ref).max())
+        inputs = [tvm.runtime.tensor(feed[i.name]) for i in prepared.inputs]
+        times = {k: [] for k in [*vms, "ort"]}
+        for _ in range(args.rounds):
+            for k, vm in vms.items():
+                t0 = time.perf_counter()
+                vm["main"](*inputs)
+                times[k].append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})
+            times["ort"].append((time.perf_counter() - t0) * 1e3)
+        ort_ms = float(np.median(times["ort"]))
+        for k in vms:
+            ms = float(np.median(times[k]))
+            print(f"{name:16} {k:13} {ms:10.3f} {ms / ort_ms:7.2f} {errors[k]:12.2e}")
+        print(f"{name:16} {'ONNX Runtime':13} {ort_ms:10.3f} {1.0:7.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
