@@ -1,6 +1,7 @@
 """A time budget that acts inside a round: MetaSchedule measures in batches of `num_trials_per_iter`, and after
 each batch (its records already committed by the default callbacks, which run first) this callback ends
-`tune_tasks` once the time is spent. Rounds can be long (one round is several iterations per task), so checking
+`tune_tasks` once the time is spent, by terminating every task: the scheduler then joins the batches still in
+flight, commits them, and returns. Rounds can be long (one round is several iterations per task), so checking
 only between rounds let a 20-second budget run for 70 seconds."""
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ import time
 
 
 class Deadline:
-    """`callback()` is a MetaSchedule measure callback that raises after the batch that crosses `at`
-    (time.time()); `fired` says whether it did (the exception comes back through TVM's FFI as a plain
-    RuntimeError, so the caller asks this object rather than the exception)."""
+    """`callback()` is a MetaSchedule measure callback that ends the round after the batch that crosses `at`
+    (time.time()); `fired` says whether it did."""
 
     def __init__(self, at: float):
         self.at = at
@@ -26,8 +26,13 @@ class Deadline:
         @derived_object
         class _Deadline(ms.measure_callback.PyMeasureCallback):
             def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-                if time.time() >= owner.at:
-                    owner.fired = True
-                    raise TimeoutError("tuning time budget spent")
+                if time.time() < owner.at or owner.fired:
+                    return
+                owner.fired = True
+                # end every task: the scheduler picks none again, joins what is in flight (those records are
+                # committed too) and returns
+                for i in range(len(task_scheduler.tasks_)):
+                    if not task_scheduler.tasks_[i].is_terminated:
+                        task_scheduler.terminate_task(i)
 
         return _Deadline()

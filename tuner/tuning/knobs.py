@@ -12,7 +12,9 @@ class Knobs:
     trials: int = 64  # total for the model, over all tasks
     max_trials_per_task: int | None = None
     num_trials_per_iter: int = 8
-    round_trials: int | None = None  # default: 4 iterations per task per round
+    round_trials: int | None = None  # default: iters_per_round iterations of each task in the round
+    tasks_per_round: int = 4  # the tasks where the time goes now (see loop.where_time_goes)
+    iters_per_round: int = 2
     time_budget_s: float | None = None
     early_stopping: int | None = None  # stop after this many rounds without improvement
     trivial_flops: float = 4e3  # below this a kernel keeps its default schedule
