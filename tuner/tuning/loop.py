@@ -194,7 +194,10 @@ def _cost_model(knobs, target_spec, db_dir, resume):
     model = ms.cost_model.XGBModel(num_tuning_cores=cores)
     path = os.path.join(db_dir, D.COST_MODEL)
     if resume and os.path.exists(path):
-        model.load(path)  # resume with what the model learned, not from scratch
+        try:
+            model.load(path)  # resume with what the model learned, not from scratch
+        except Exception:  # an unreadable or untrained model file: learn again from this run's measurements
+            model = ms.cost_model.XGBModel(num_tuning_cores=cores)
     return model
 
 
@@ -361,7 +364,9 @@ def _save_progress(db_dir, manifest, states, model_key, fusion, wall, cost_model
     manifest["wall_seconds"] = wall_before + wall  # all runs into this database
     manifest["last_run_seconds"] = wall
     D.write_manifest(db_dir, manifest)
-    if knobs.cost_model == "xgb":
+    # TVM 0.27's XGBModel.load fails on a file saved before its first training (no booster inside): a kill
+    # right after the seeds left one, and the resume crashed. Save only a trained model.
+    if knobs.cost_model == "xgb" and getattr(cost_model, "booster", None) is not None:
         tmp = os.path.join(db_dir, f".cost_model.{os.getpid()}.tar")
         try:
             cost_model.save(tmp)
