@@ -2,6 +2,7 @@
 
     DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
     -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes] -> FuseTIR
+    -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
 
 Decomposing batch-norm first is what lets Conv+BN+ReLU become one kernel. With `none`, the pipeline stops
 before grouping, so each operator is its own kernel.
