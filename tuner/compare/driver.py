@@ -184,8 +184,8 @@ def _build_variant(
 
 
 def _tune(lowered, db_dir, trials) -> None:
-    from ..interface.tune_model import quiet_tvm_logs
     from ..tuning import Knobs, tune
+    from ..tuning.spaces import quiet_tvm_logs
 
     quiet_tvm_logs(False)
     prepared = lowered.prepared

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
-import warnings
 
 from ..errors import TunerError
-
-
-def quiet_tvm_logs(verbose: bool) -> None:
-    level = logging.INFO if verbose else logging.WARNING
-    for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
-        logging.getLogger(name).setLevel(level)
-    if not verbose:
-        warnings.filterwarnings("ignore", module="tvm")
-        warnings.filterwarnings("ignore", category=UserWarning)
+from ..tuning.spaces import quiet_tvm_logs
 
 
 def tune_model(

@@ -6,9 +6,11 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
     tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
     tasks   = the heaviest (FLOPs x weight) when the budget cannot give each one search iteration
     done    = trials already recorded per task        # from the database files, not a counter we keep
+    seed each untried task with its measured default schedule   (CPU; seconds, records at once)
     while budget left and time left:
-        tune_tasks(round of trials, gradient task scheduler, XGB cost model shared across rounds)
-        save cost model + manifest                    # a kill loses at most the round in flight
+        chosen = where_time_goes(tasks)               # 4 tasks with the largest best ms x calls
+        tune_tasks(chosen, 2 iterations each, gradient task scheduler, XGB cost model shared across rounds)
+        save cost model + manifest                    # the deadline callback ends a round after a batch
 """
 
 from __future__ import annotations

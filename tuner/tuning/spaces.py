@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 
 
 def half_precision(mod) -> bool:
@@ -112,3 +113,12 @@ def _console_level(ms_logger, level) -> None:
     for handler in ms_logger.handlers:
         if type(handler) is logging.StreamHandler and level:
             handler.setLevel(level)
+
+
+def quiet_tvm_logs(verbose: bool) -> None:
+    level = logging.INFO if verbose else logging.WARNING
+    for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
+        logging.getLogger(name).setLevel(level)
+    if not verbose:
+        warnings.filterwarnings("ignore", module="tvm")
+        warnings.filterwarnings("ignore", category=UserWarning)
