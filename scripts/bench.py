@@ -93,7 +93,8 @@ def bench_model(name, args, threads) -> dict:
     pkgs = {}
     compile_model(path, f"{out}/untuned.ftpkg", target=args.target, fusion="tvm", shapes=shapes, consts=consts)
     pkgs["untuned"] = f"{out}/untuned.ftpkg"
-    variants = [("tuned", "tvm")] + ([("unfused_tuned", "none")] if name in args.unfused else [])
+    variants = [("tuned", "tvm")] if "tuned" in args.variants else []
+    variants += [("unfused_tuned", "none")] if name in args.unfused and "unfused" in args.variants else []
     for label, fusion in variants:
         db = os.path.join(out, f"db-{fusion}-{int(time.time())}")  # cold: a new, empty database
         t0 = time.time()
@@ -112,11 +113,24 @@ def bench_model(name, args, threads) -> dict:
         row[f"{label}_trials"] = s["trials"]
         row[f"{label}_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs[label] = f"{out}/{label}.ftpkg"
-    warm = os.path.join("schedules", args.target_key)
-    if os.path.isdir(warm):
-        compile_model(
-            path, f"{out}/warm.ftpkg", target=args.target, fusion="tvm", db=warm, shapes=shapes, consts=consts
+    if "warm" in args.variants:  # a new database that starts from the curated schedules/ of this target
+        t0 = time.time()
+        s = tune_model(
+            path,
+            f"{out}/warm.ftpkg",
+            target=args.target,
+            fusion="tvm",
+            db=os.path.join(out, f"db-warm-{int(time.time())}"),
+            shapes=shapes,
+            consts=consts,
+            verify=True,
+            knobs=Knobs(trials=10**9, time_budget_s=args.warm_budget_s, seed=0),
+            schedules="auto",
         )
+        row["warm_wall_s"] = round(time.time() - t0, 1)
+        row["warm_trials"] = s["trials"]
+        row["warm_reused"] = s.get("warm_start", {}).get("workloads", 0)
+        row["warm_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs["warm"] = f"{out}/warm.ftpkg"
     models = {k: load(p) for k, p in pkgs.items()}
     feed = models["untuned"].random_inputs()
@@ -174,6 +188,12 @@ def main(argv=None) -> int:
         help="models also tuned unfused with the same budget (comma-separated, or none)",
     )
     ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    ap.add_argument(
+        "--variants",
+        default="tuned,warm,unfused",
+        help="which tuned variants to run besides ONNX Runtime and untuned (comma-separated: tuned, warm, unfused)",
+    )
+    ap.add_argument("--warm-budget", default="2m", help="tuning time of the warm variant (from schedules/)")
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--out", default="reports/bench")
     args = ap.parse_args(argv)
@@ -182,29 +202,43 @@ def main(argv=None) -> int:
 
     args.budget_s = 60.0 if args.quick else parse_duration(args.budget)
     args.unfused = [] if args.unfused == "none" else args.unfused.split(",")
+    args.variants = set(args.variants.split(","))
+    args.warm_budget_s = parse_duration(args.warm_budget)
     spec = resolve_target(args.target)
     args.target_key = spec.key
     threads = int(os.environ.setdefault("TVM_NUM_THREADS", str(spec.config.get("num-cores") or os.cpu_count())))
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for name in args.models:
-        rows.append(bench_model(name, args, threads))
+        try:
+            rows.append(bench_model(name, args, threads))
+        except Exception as e:  # one model's failure is a row, not the end of a 90-minute run
+            rows.append({"model": name, "error": f"{type(e).__name__}: {e}"[:300]})
         print(rows[-1], flush=True)
+        write_csv(rows, os.path.join(args.out, "bench.csv"))  # after every model: a killed run keeps its rows
+    ok = [r for r in rows if "error" not in r]
+    if ok:
+        plot(ok, os.path.join(args.out, "bench.png"))
+    print(f"\n{spec.key}, {threads} threads, budget {args.budget_s:.0f} s per model (cold)")
+    keys = [k for k in ("untuned", "tuned", "warm", "unfused_tuned") if any(f"{k}_vs_ort" in r for r in ok)]
+    print(f"{'model':18} {'ORT ms':>9} " + " ".join(f"{k + '/ORT':>17}" for k in keys) + f" {'unfused/fused':>14}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:18} failed: {r['error']}")
+            continue
+        ratios = " ".join(f"{r.get(k + '_vs_ort', float('nan')):17.2f}" for k in keys)
+        print(f"{r['model']:18} {r['ort_ms']:9.3f} {ratios} {r.get('fusion_speedup_tuned', float('nan')):14.2f}")
+    for k in keys:
+        print(f"geometric mean {k}/ORT: {geomean([r.get(k + '_vs_ort') for r in ok]):.2f}")
+    return 0
+
+
+def write_csv(rows, path):
     fields = sorted({k for r in rows for k in r}, key=lambda k: (k != "model", k))
-    with open(os.path.join(args.out, "bench.csv"), "w", newline="") as f:
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    plot(rows, os.path.join(args.out, "bench.png"))
-    print(f"\n{spec.key}, {threads} threads, budget {args.budget_s:.0f} s per model (cold)")
-    print(f"{'model':18} {'ORT ms':>9} {'untuned/ORT':>12} {'tuned/ORT':>10} {'trials':>7} {'unfused/fused':>14}")
-    for r in rows:
-        print(
-            f"{r['model']:18} {r['ort_ms']:9.3f} {r['untuned_vs_ort']:12.2f} {r['tuned_vs_ort']:10.2f} "
-            f"{r['tuned_trials']:7d} {r.get('fusion_speedup_tuned', float('nan')):14.2f}"
-        )
-    print(f"geometric mean tuned/ORT: {geomean([r['tuned_vs_ort'] for r in rows]):.2f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 
     naive        the fused kernels as TVM lowers them (serial, unvectorised loop nests)
     default      + the default schedule (heuristic tiles, parallel, vectorised), weights in their ONNX layout
-    default+pack + weights packed for the tiled access order at build time (what packages ship)
+    default+pack + weights packed for the tiled access order at build time
+    +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds (what packages ship)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 
@@ -20,13 +21,19 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def variants(lowered):
-    """{name: scheduled module} for the three levels."""
+def variants(plain, lowered):
+    """{name: scheduled module} for the four levels; `plain` is lowered without the graph algebra."""
     from tuner.lowering import pack_weights
     from tuner.tuning.default_schedule import schedule_untuned
 
-    default, _ = schedule_untuned(lowered.mod, lowered.target)
-    return {"naive": lowered.mod, "default": default, "default+pack": pack_weights(default, lowered.target)}
+    default, _ = schedule_untuned(plain.mod, plain.target)
+    full, _ = schedule_untuned(lowered.mod, lowered.target)
+    return {
+        "naive": plain.mod,
+        "default": default,
+        "default+pack": pack_weights(default, plain.target),
+        "+algebra": pack_weights(full, lowered.target),
+    }
 
 
 def main(argv=None) -> int:
@@ -44,6 +51,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--skip", default="", help="variants not to build or time (comma-separated, e.g. naive)")
     args = ap.parse_args(argv)
     spec = resolve_target("llvm")
     threads = int(os.environ.setdefault("TVM_NUM_THREADS", str(spec.config.get("num-cores") or 1)))
@@ -52,6 +60,7 @@ def main(argv=None) -> int:
     for name in args.models:
         path, shapes, consts = resolve(name)
         prepared = prepare_model(path, shapes or None, consts or None)
+        plain = lower_prepared(prepared, spec, get_strategy("tvm"), algebra=False)
         lowered = lower_prepared(prepared, spec, get_strategy("tvm"))
         feed = make_inputs(
             [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
@@ -59,7 +68,9 @@ def main(argv=None) -> int:
         sess = ort_session(prepared, threads)
         ref = sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})[0]
         vms, errors = {}, {}
-        for label, mod in variants(lowered).items():
+        for label, mod in variants(plain, lowered).items():
+            if label in args.skip.split(","):
+                continue
             ex = tvm.compile(mod, target=spec.tvm_target(), relax_pipeline="default_build")
             vms[label] = VirtualMachine(ex, tvm.cpu())
             args_ = [tvm.runtime.tensor(feed[i.name]) for i in prepared.inputs]

@@ -78,13 +78,15 @@ class Lowered:
     timings: dict = field(default_factory=dict)
 
 
-def lower_prepared(prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy) -> Lowered:
+def lower_prepared(
+    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, algebra: bool = True
+) -> Lowered:
     from .lowering import import_for
 
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy)
     t1 = time.perf_counter()
-    fused = lower(mod, target_spec, strategy, params=params)
+    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings)
 

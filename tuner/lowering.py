@@ -1,6 +1,6 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
-    DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
+    GraphAlgebra (BN folding, Sum -> add) -> DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
     -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
 
@@ -10,11 +10,15 @@ before grouping, so each operator is its own kernel.
 
 from __future__ import annotations
 
+from .algebra import GraphAlgebra
 from .fusion import FusionStrategy
 
 
-def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, params: dict | None = None):
-    """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan)."""
+def lower(
+    mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, params: dict | None = None, algebra: bool = True
+):
+    """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`
+    skips the graph algebra (for its ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -22,7 +26,8 @@ def lower(mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, par
         mod = relax.transform.BindParams("main", params)(mod)
         params = None
     target = target_spec.tvm_target()
-    passes = [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    passes = [GraphAlgebra()] if algebra else []
+    passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
     passes += strategy.kernel_passes(target)
