@@ -19,7 +19,12 @@ def GraphAlgebra():  # noqa: N802  (a pass, named as TVM names its passes)
     from tvm import relax
 
     return tvm.transform.Sequential(
-        [relax.transform.FoldConstant(), relax.transform.FoldBatchnormToConv2D(), SumToAdd(), relax.transform.FoldConstant()],
+        [
+            relax.transform.FoldConstant(),
+            relax.transform.FoldBatchnormToConv2D(),
+            SumToAdd(),
+            relax.transform.FoldConstant(),
+        ],
         name="GraphAlgebra",
     )
 

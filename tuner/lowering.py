@@ -1,7 +1,8 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
-    GraphAlgebra (BN folding, Sum -> add) -> DecomposeOpsForInference -> CanonicalizeBindings -> [strategy graph passes] -> LegalizeOps
-    -> AnnotateTIROpPattern -> FoldConstant -> [strategy kernel passes] -> FuseTIR
+    GraphAlgebra (BN folding, Sum -> add) -> DecomposeOpsForInference -> CanonicalizeBindings
+    -> [strategy graph passes] -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
+    -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
 
 Decomposing batch-norm first is what lets Conv+BN+ReLU become one kernel. With `none`, the pipeline stops
