@@ -1,4 +1,4 @@
-"""`fusion-tuner db show DIR` and `fusion-tuner db merge SRC... -o DST`."""
+"""`fusion-tuner db show DIR`, `db merge SRC... -o DST` and `db curate SRC... -o schedules/<target-key>`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("sources", nargs="+")
     m.add_argument("-o", "--output", required=True)
     common.add_output_flags(m)
+    c = sub.add_parser("curate", help="the best records per kernel of databases of one target, for schedules/")
+    c.add_argument("sources", nargs="+")
+    c.add_argument("-o", "--output", required=True, help="a new folder, e.g. schedules/<target-key>")
+    c.add_argument("--top-k", type=int, default=2, help="records kept per kernel")
+    common.add_output_flags(c)
     return p
 
 
@@ -50,6 +55,17 @@ def main(argv: list[str]) -> int:
         con.print(t)
         for r in doc["repairs"]:
             con.print(f"[yellow]repaired:[/] {r}")
+        return 0
+    if args.action == "curate":
+        from ..tuning.warm_start import curate
+
+        doc = curate(args.sources, args.output, top_k=args.top_k)
+        if args.json:
+            common.print_json(doc)
+        else:
+            common.console().print(
+                f"curated {doc['records']} records of {doc['workloads']} kernels into {doc['db']} ({doc['target_key']})"
+            )
         return 0
     doc = D.merge(args.sources, args.output)
     if args.json:

@@ -31,6 +31,10 @@ RPC = (
     "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
     "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine"
 )
+SCHEDULES = (
+    "warm start: 'auto' (default) copies the best records and cost model of the curated schedules/<target-key>/ "
+    "library for the kernels it knows; 'none' starts cold; or a tuning database folder to start from"
+)
 DB = "tuning database folder to apply (records for another target are refused)"
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count trials already in the database against --trials and start the cost model from the saved one",
     )
+    p.add_argument("--schedules", default="auto", metavar="auto|none|DIR", help=H.SCHEDULES)
     p.add_argument("--only", action="append", default=[], help="tune only tasks whose name matches (glob or substring)")
     p.add_argument("--skip", action="append", default=[], help="do not tune tasks whose name matches")
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
@@ -90,6 +91,7 @@ def main(argv: list[str]) -> int:
         knobs=knobs,
         db=args.db,
         resume=args.resume,
+        schedules=args.schedules,
         shapes=shapes,
         consts=consts,
         precision=args.dtype,
@@ -153,6 +155,12 @@ def render(summary) -> None:
         f"trials this run: {summary['trials']} (database holds {summary['trials_in_db']}), "
         f"{summary['tune_seconds']} s, stopped: {summary['stopped']}; database: {summary['db']}"
     )
+    warm = summary.get("warm_start") or {}
+    if warm.get("workloads"):
+        con.print(
+            f"warm start: best records of {warm['workloads']} kernel(s) from {warm['source']}"
+            + (" and its cost model" if warm.get("cost_model") else "")
+        )
     if summary["shared_workloads"]:
         con.print(f"reused records of {summary['shared_workloads']} kernel(s) tuned for other models")
     for r in summary.get("repairs") or []:

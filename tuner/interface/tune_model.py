@@ -17,6 +17,7 @@ def tune_model(
     knobs=None,
     db: str | None = None,
     resume: bool = False,
+    schedules: str | None = "auto",
     shapes=None,
     consts=None,
     progress=None,
@@ -24,8 +25,9 @@ def tune_model(
     verbose: bool = False,
     precision: str | None = None,
 ) -> dict:
-    """Prepare and lower the model once, tune its kernels into the database, build the tuned package, time it
-    against the untuned build in memory and verify it against ONNX Runtime."""
+    """Prepare and lower the model once, tune its kernels into the database (warm-started from `schedules`, see
+    tuning.warm_start), build the tuned package, time it against the untuned build in memory and verify it
+    against ONNX Runtime."""
     from ..build import build_lowered, lower_prepared, write_build
     from ..fusion import get_strategy
     from ..onnx_model import prepare_model
@@ -33,6 +35,7 @@ def tune_model(
     from ..target import resolve_target
     from ..tuning import Knobs, tune
     from ..tuning.database import check_target, default_db_dir, read_manifest
+    from ..tuning.warm_start import resolve_schedules
 
     knobs = knobs or Knobs()
     if knobs.trials < 0:
@@ -47,9 +50,10 @@ def tune_model(
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
         check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
+    warm_from = resolve_schedules(schedules, spec)
     lowered = lower_prepared(prepared, spec, strategy)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
-    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress=progress)
+    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
     summary = _summary(model, spec, strategy, prepared, db_dir, result)
     if result.stopped == "interrupted":
         return summary
@@ -102,6 +106,7 @@ def _summary(model, spec, strategy, prepared, db_dir, result) -> dict:
         "trials_in_db": result.trials_total,
         "tune_seconds": round(result.wall_s, 1),
         "shared_workloads": result.shared_workloads,
+        "warm_start": result.warm.to_json() if result.warm else None,
         "tasks": [s.to_json() for s in result.tasks],
         "repairs": result.repairs,
         "package": None,

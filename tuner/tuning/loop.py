@@ -3,6 +3,7 @@
 The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
 
     tasks   = extract_tasks(fused module)            # one per distinct fused kernel
+    warm start: best records + cost model from schedules/<target-key> for the kernels it knows
     tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
     tasks   = the heaviest (FLOPs x weight) when the budget cannot give each one search iteration
     done    = trials already recorded per task        # from the database files, not a counter we keep
@@ -30,6 +31,7 @@ from .knobs import Knobs
 from .rpc import runner as make_runner
 from .seed import seed_records
 from .spaces import round_contexts, with_design_space
+from .warm_start import WarmStart, warm_start
 
 
 @dataclass
@@ -72,12 +74,22 @@ class TuneResult:
     stopped: str  # budget | time | early-stopping | interrupted | nothing-to-do
     shared_workloads: int = 0
     repairs: list = field(default_factory=list)
+    warm: WarmStart | None = None
 
 
 def tune(
-    fused_mod, target_spec, db_dir: str, knobs: Knobs, resume: bool, model_key: str, fusion: str, progress=None
+    fused_mod,
+    target_spec,
+    db_dir: str,
+    knobs: Knobs,
+    resume: bool,
+    model_key: str,
+    fusion: str,
+    progress=None,
+    warm_from: str | None = None,
 ) -> TuneResult:
-    """Tune every kernel of `fused_mod` into the database at `db_dir` (locked for the duration)."""
+    """Tune every kernel of `fused_mod` into the database at `db_dir` (locked for the duration), starting from
+    the records of the database `warm_from` (see warm_start) when given."""
     from filelock import FileLock, Timeout
 
     os.makedirs(db_dir, exist_ok=True)
@@ -90,7 +102,7 @@ def tune(
             "wait for it to finish, or tune into another --db",
         ) from None
     try:
-        return _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress)
+        return _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from)
     finally:
         lock.release()
 
@@ -125,11 +137,15 @@ class _Run:
         )
 
 
-def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress) -> TuneResult:
+def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from) -> TuneResult:
+    from tvm.s_tir import meta_schedule as ms
+
     db, manifest, repairs = D.open_database(db_dir, target_spec, create=True, writer=True)
     manifest = manifest or D.new_manifest(target_spec, fusion)
     D.write_manifest(db_dir, manifest)  # before the first record: records never exist without their target
-    states, tunable, shared = _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key)
+    extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
+    warm = warm_start(db, db_dir, extracted, warm_from, target_spec)
+    states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key)
     tunable = with_design_space(tunable, target_spec, fused_mod)
     done_before = sum(st.trials for _, st in tunable) if resume else 0
     budget = max(0, knobs.trials - done_before)
@@ -139,20 +155,18 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     run = _Run(
         db_dir, db, manifest, states, tunable, knobs, model_key, fusion, float(manifest.get("wall_seconds", 0.0))
     )
-    run.cost_model = _cost_model(knobs, target_spec, db_dir, resume)
+    run.cost_model = _cost_model(knobs, target_spec, db_dir, resume or warm.cost_model)
     spent, stopped = _rounds(run, target_spec, budget, progress)
     _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
     run.save()
     total_trials = sum(s.trials for s in states)
-    return TuneResult(db_dir, states, spent, total_trials, time.time() - run.start, stopped, shared, repairs)
+    return TuneResult(db_dir, states, spent, total_trials, time.time() - run.start, stopped, shared, repairs, warm)
 
 
-def _task_states(fused_mod, target_spec, db_dir, knobs, manifest, model_key):
+def _task_states(extracted, db_dir, knobs, manifest, model_key):
     """(every task's state, the (task, state) pairs to tune, tasks whose records another model made)."""
     import tvm_ffi
-    from tvm.s_tir import meta_schedule as ms
 
-    extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
     hashes, counts = D.workload_hashes(db_dir), D.record_counts(db_dir)
     states, tunable, shared = [], [], 0
     for t in extracted:
@@ -187,7 +201,8 @@ def _fit_budget(tunable, budget, knobs):
     return ranked[:fits]
 
 
-def _cost_model(knobs, target_spec, db_dir, resume):
+def _cost_model(knobs, target_spec, db_dir, resume: bool):
+    """A new XGB model, or the database's saved one on resume or warm start."""
     from tvm.s_tir import meta_schedule as ms
 
     cores = target_spec.config.get("num-cores", 1)

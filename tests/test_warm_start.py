@@ -1,0 +1,78 @@
+"""Warm start from a curated schedules/ library: curate, then tune-model starts from its records and cost model."""
+
+import json
+import os
+
+import pytest
+from conftest import run_cli
+
+from tuner.errors import TunerError
+from tuner.target import resolve_target
+from tuner.tuning import database as D
+from tuner.tuning.warm_start import resolve_schedules
+
+
+def _best(db_dir):
+    """{workload hash: best mean seconds} of a database."""
+    import tvm_ffi
+
+    db, _, _ = D.open_database(db_dir)
+    best = {}
+    for rec in db.get_all_tuning_records():
+        if rec.run_secs:
+            h = str(tvm_ffi.structural_hash(rec.workload.mod))
+            s = sum(float(x) for x in rec.run_secs) / len(rec.run_secs)
+            best[h] = min(best.get(h, s), s)
+    return best
+
+
+def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
+    summary, db, _ = tuned_mlp
+    key = summary["target"]
+    lib = tmp_path / "schedules"
+    r = run_cli("db", "curate", db, "-o", str(lib / key), "--top-k", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    curated = json.loads(r.stdout)
+    assert curated["target_key"] == key and curated["workloads"] > 0
+    assert curated["records"] == curated["workloads"]  # top-1 each
+    assert _best(str(lib / key)) == _best(db)  # the best of each kernel, nothing else
+
+    # auto finds the library through FUSION_TUNER_SCHEDULES; 2 trials cannot re-find what 16 found
+    out = tmp_path / "warm"
+    r = run_cli(
+        "tune-model",
+        mlp,
+        "--input-shape",
+        "x:16x32",
+        "--target",
+        "llvm",
+        "--trials",
+        "2",
+        "--db",
+        str(out / "db"),
+        "-o",
+        str(out / "m.ftpkg"),
+        "--json",
+        env={"FUSION_TUNER_SCHEDULES": str(lib)},
+    )
+    assert r.returncode == 0, r.stderr
+    warm = json.loads(r.stdout)["warm_start"]
+    assert warm["source"] == str(lib / key)
+    tuned_tasks = {t["workload_hash"] for t in summary["tasks"] if t["trials"]}
+    assert warm["workloads"] == len(tuned_tasks) == curated["workloads"]
+    assert warm["cost_model"] == os.path.exists(os.path.join(db, D.COST_MODEL))
+    best_warm = _best(str(out / "db"))
+    for h, s in _best(db).items():
+        assert best_warm[h] <= s  # started from the library's best: never worse
+
+
+def test_schedules_none_a_database_and_other_targets(tuned_mlp, tmp_path):
+    _, db, _ = tuned_mlp
+    spec = resolve_target("llvm")
+    assert resolve_schedules("none", spec) is None
+    assert resolve_schedules("auto", spec) is None  # conftest points auto at a folder that does not exist
+    assert resolve_schedules(db, spec) == db  # a database folder itself
+    # a library holds one subfolder per target key: another machine's key is never used
+    os.makedirs(tmp_path / "lib" / "llvm-some-other-cpu-2c")
+    with pytest.raises(TunerError, match=spec.key):
+        resolve_schedules(str(tmp_path / "lib"), spec)
