@@ -25,3 +25,22 @@ class UnsupportedModelError(TunerError):
     def __init__(self, message: str, report=None, hint: str | None = None):
         super().__init__(message, hint)
         self.report = report
+
+
+def summarize_native_error(err: BaseException, limit: int = 300) -> str:
+    """One readable line from a TVM error: its message without the printed IR, metadata notes or C++ frames."""
+    import re
+
+    lines = [ln.rstrip() for ln in str(err).strip().splitlines()]
+    keep = [
+        ln.strip()
+        for ln in lines
+        if ln.strip()
+        and not ln.startswith((" ", "\t", "#", "@", "def ", "class ", "}", ")", "File ", "Traceback"))
+        and "Metadata omitted" not in ln
+        and not re.match(r"^\s*(R|T|I)\.", ln)
+    ]
+    # TVM puts the message last; "Check failed:" lines say why
+    pick = next((ln for ln in keep if "Check failed" in ln), None) or (keep[-1] if keep else type(err).__name__)
+    pick = re.sub(r"^(tvm\.error\.)?\w*Error:\s*", "", pick)
+    return pick[:limit] + ("..." if len(pick) > limit else "")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .errors import TunerError, UnsupportedModelError
+from .errors import TunerError, UnsupportedModelError, summarize_native_error
 from .onnx_model import PreparedModel, iter_nodes, node_label
 
 
@@ -104,8 +104,7 @@ def _make_importer_class():
                 except TunerError:
                     raise
                 except Exception as err:
-                    msg = str(err).strip().splitlines()
-                    msg = msg[-1] if msg else type(err).__name__
+                    msg = summarize_native_error(err)
                     raise UnsupportedModelError(
                         f"TVM's ONNX frontend cannot convert {node.op_type} node {ref.name!r}: {msg}",
                         hint=_hint_for(node.op_type, msg),
@@ -223,11 +222,20 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
             f"{prepared.path}: ops TVM's ONNX frontend cannot convert: {listing}",
             hint="run `fusion-tuner check` for the full list",
         )
+    bad = attribute_problems(prepared.model)
+    if bad:
+        first = bad[0]
+        raise UnsupportedModelError(
+            f"{prepared.path}: {first['op']} node {first['nodes'][0]!r}: {first['reason']}"
+            + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""),
+            hint="fix the exported attributes; `fusion-tuner check` lists every node",
+        )
     importer_cls = _make_importer_class()
     dtypes = {i.name: i.dtype for i in prepared.inputs}
     importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
-    # The importer prints "Error converting operator ..." on failures; our error says it better.
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    # The importer prints "Error converting operator ..." on failures, and TVM's C++ side a "BlockBuilder
+    # destroyed" warning per unwound block; our error says it better.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), quiet_native_stderr():
         warnings.simplefilter("ignore")
         mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
     _assign_unnamed_bindings(mod, importer.provenance)
@@ -236,6 +244,85 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
     if keep_params:
         mod, params = relax.frontend.detach_params(mod)
     return mod, params, importer.provenance
+
+
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Silence fd 2 (C++ warnings) for the block; unwound builders are collected inside it."""
+    import gc
+    import os
+    import sys
+
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        gc.collect()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+# ops with a sliding window, and the attributes that must be positive
+_WINDOW_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"}
+
+
+def attribute_problems(model: onnx.ModelProto) -> list[dict]:
+    """Windowed ops whose attributes TVM would accept and turn into nonsense shapes (found by the fuzzer):
+    non-positive strides, dilations or kernels, negative pads, a window larger than its padded input.
+    [{op, nodes: [name], reason}]"""
+    shapes = _known_shapes(model)
+    out = []
+    for index, node in enumerate(model.graph.node):
+        if node.op_type not in _WINDOW_OPS:
+            continue
+        attrs = {a.name: list(a.ints) for a in node.attribute if a.type == onnx.AttributeProto.INTS}
+        reason = None
+        for name in ("strides", "dilations", "kernel_shape"):
+            if any(v < 1 for v in attrs.get(name, [])):
+                reason = f"{name} {attrs[name]} must be positive"
+        if reason is None and any(v < 0 for v in attrs.get("pads", [])):
+            reason = f"pads {attrs['pads']} must not be negative"
+        x = shapes.get(node.input[0]) if node.input else None
+        kernel = attrs.get("kernel_shape")
+        if kernel is None and node.op_type == "Conv" and len(node.input) > 1 and shapes.get(node.input[1]):
+            kernel = shapes[node.input[1]][2:]
+        auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
+        sized = node.op_type != "ConvTranspose" and auto_pad in ("NOTSET", "VALID")  # SAME pads to fit
+        if reason is None and sized and x and kernel and len(x) == len(kernel) + 2:
+            pads = attrs.get("pads", [0] * 2 * len(kernel))
+            dil = attrs.get("dilations", [1] * len(kernel))
+            for i, k in enumerate(kernel):
+                if (
+                    not isinstance(x[2 + i], int)
+                    or x[2 + i] <= 0
+                    or len(pads) != 2 * len(kernel)
+                    or len(dil) != len(kernel)
+                ):
+                    continue
+                span, have = dil[i] * (k - 1) + 1, x[2 + i] + pads[i] + pads[i + len(kernel)]
+                if span > have:
+                    reason = (
+                        f"window {span} (kernel {k}, dilation {dil[i]}) is larger than its padded input {have} "
+                        f"along spatial axis {i}"
+                    )
+                    break
+        if reason:
+            out.append({"op": node.op_type, "nodes": [node_label(node, index)], "reason": reason})
+    return out
+
+
+def _known_shapes(model: onnx.ModelProto) -> dict[str, list]:
+    """Static shapes by value name: inputs, initializers and whatever shape inference recorded."""
+    shapes = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    for t in model.graph.initializer:
+        shapes[t.name] = list(t.dims)
+    return shapes
 
 
 def _apply_precision(mod, prepared: PreparedModel):

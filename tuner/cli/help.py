@@ -60,3 +60,13 @@ PEAK_GBPS = "the roofline's bandwidth in GB/s (default: measured here with a par
 COMPARE_EXIT = (
     "exit status: 0 all variants built and ran, 3 some variant failed (the report is still written), 2 bad input"
 )
+
+# every command's exit status; README "Exit codes" repeats this table
+EXIT_CODES = {
+    0: "success",
+    1: "a negative verdict: check found the model not buildable, a verification against ONNX Runtime failed",
+    2: "bad input or environment: a file, a flag, a package, a full disk (the message names it, with a hint)",
+    3: "partly done: compare wrote its report, but some variant failed to build or run (the report says which)",
+    4: "internal error: a bug in fusion-tuner or TVM (rerun with --debug and report it)",
+    130: "interrupted (Ctrl-C); a tuning database stays consistent",
+}

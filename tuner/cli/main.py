@@ -1,12 +1,16 @@
-"""Entry point: `fusion-tuner SUBCOMMAND ...`; errors become one clear message and exit code 2."""
+"""Entry point: `fusion-tuner SUBCOMMAND ...`; errors become one clear message and an exit code from
+help.EXIT_CODES (2: bad input or environment, 4: internal error)."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
 
 from . import help as H
+
+_ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
 
 # subcommand -> module in tuner.cli (each has main(argv) -> int)
 SUBCOMMANDS = {
@@ -23,7 +27,8 @@ SUBCOMMANDS = {
 def _usage() -> str:
     lines = [f"usage: {H.PROG} COMMAND [options]", "", H.DESCRIPTION, "", "commands:"]
     lines += [f"  {name:<11} {H.COMMANDS[name]}" for name in SUBCOMMANDS if _available(name)]
-    lines += ["", f"`{H.PROG} COMMAND --help` for a command's options."]
+    lines += ["", f"`{H.PROG} COMMAND --help` for a command's options.", "", "exit codes:"]
+    lines += [f"  {code:<4} {meaning}" for code, meaning in H.EXIT_CODES.items()]
     return "\n".join(lines)
 
 
@@ -61,16 +66,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{H.PROG} {name}: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        if debug or err.errno not in _ENVIRONMENT_ERRNOS:
+            return _internal(name, err, debug)
+        # the machine, not us: a full disk, a read-only or forbidden folder
+        where = f" {err.filename}" if err.filename else ""
+        print(f"{H.PROG} {name}: error: cannot write{where}: {err.strerror}", file=sys.stderr)
+        print("  hint: free space, or choose a writable location", file=sys.stderr)
+        return 2
     except Exception as err:  # a bug, not bad input: still one line unless --debug
-        if debug:
-            raise
-        last = str(err).strip().splitlines()[-1] if str(err).strip() else ""
-        print(
-            f"{H.PROG} {name}: internal error: {type(err).__name__}: {last}\n"
-            f"  hint: rerun with --debug for the traceback and report it",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal(name, err, debug)
+
+
+def _internal(name: str, err: Exception, debug: bool) -> int:
+    """A bug, not bad input: one line and exit code 4, or the traceback with --debug."""
+    if debug:
+        raise err
+    last = str(err).strip().splitlines()[-1] if str(err).strip() else ""
+    print(
+        f"{H.PROG} {name}: internal error: {type(err).__name__}: {last}\n"
+        f"  hint: rerun with --debug for the traceback and report it",
+        file=sys.stderr,
+    )
+    return 4
 
 
 if __name__ == "__main__":

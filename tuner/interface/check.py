@@ -86,6 +86,11 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
     report.inputs = prepared.inputs
     if report.unsupported:
         return report  # a trial import would only repeat these
+    from ..frontend import attribute_problems
+
+    report.unsupported += attribute_problems(prepared.model)
+    if report.unsupported:
+        return report
     # A trial import finds what the op table cannot: converters that reject attributes or dynamic shapes.
     try:
         import_to_relax(prepared)

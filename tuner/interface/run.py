@@ -10,14 +10,34 @@ from ..errors import TunerError
 from ..stats import latency_stats
 
 
-def load_npz_inputs(path: str) -> dict[str, np.ndarray]:
+def load_npz_inputs(path: str, input_names: list[str]) -> dict[str, np.ndarray]:
+    """Arrays by input name from a .npz (one array per input) or a .npy (a model with one input)."""
+    import stat
+
     if not os.path.exists(path):
         raise TunerError(f"--inputs {path}: no such file")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise TunerError(f"--inputs {path}: not a regular file", "give a .npz file with one array per input name")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:  # numpy calls any non-numpy file "pickled data"
+        raise TunerError(
+            f"--inputs {path}: not a .npz or .npy file numpy can read",
+            "save inputs with numpy.savez(path, input_name=array, ...)",
+        ) from err
+    if isinstance(loaded, np.ndarray):
+        if len(input_names) != 1:
+            raise TunerError(
+                f"--inputs {path}: a .npy holds one array; this model has {len(input_names)} inputs "
+                f"({', '.join(input_names)})",
+                "save them in one .npz: numpy.savez(path, input_name=array, ...)",
+            )
+        return {input_names[0]: loaded}
+    try:
+        with loaded as z:
             return {k: z[k] for k in z.files}
-    except Exception as err:
-        raise TunerError(f"--inputs {path}: not a readable .npz ({err})") from err
+    except Exception as err:  # a damaged member
+        raise TunerError(f"--inputs {path}: damaged .npz ({type(err).__name__}: {err})") from err
 
 
 def save_npz_atomic(path: str, arrays: dict[str, np.ndarray]) -> None:
@@ -27,7 +47,7 @@ def save_npz_atomic(path: str, arrays: dict[str, np.ndarray]) -> None:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
 
-    atomic_write(path, write)
+    atomic_write(path, write, flag="--outputs", example="outputs.npz")
 
 
 def run_package(
@@ -42,9 +62,12 @@ def run_package(
     device: str | None = None,
 ) -> dict:
     from ..runtime import load
+    from ..runtime.package import check_writable
 
+    if outputs is not None:
+        check_writable(outputs, "--outputs", "outputs.npz")  # before the model runs, not after
     model = load(package, device)
-    feed = load_npz_inputs(inputs) if inputs else model.random_inputs(seed=seed, fill=fill)
+    feed = load_npz_inputs(inputs, model.input_names) if inputs else model.random_inputs(seed=seed, fill=fill)
     if inputs:
         extra = [k for k in feed if k not in model.input_names]
         if extra:

@@ -24,7 +24,10 @@ _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|c
 
 
 def _mib(n) -> str:
-    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n / 2**10:,.1f} KiB"
 
 
 def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str) -> TunerError | None:
@@ -182,6 +185,7 @@ class Model:
 
 def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
     """Deterministic inputs for the given specs (integers small and non-negative: they are often indices)."""
+    _check_fits_in_memory(specs, fill)
     rng = np.random.default_rng(seed)
     out = {}
     for spec in specs:
@@ -199,6 +203,24 @@ def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[
         else:
             out[spec["name"]] = rng.standard_normal(shape).astype(dtype)
     return out
+
+
+def _check_fits_in_memory(specs: list[dict], fill: str) -> None:
+    """Refuse inputs larger than the free memory before numpy tries (random floats pass through float64)."""
+    need = 0
+    for spec in specs:
+        n = _nbytes(spec)
+        need += n * (3 if fill == "random" and np.dtype(spec["dtype"]).kind == "f" else 1)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > free:
+        sizes = ", ".join(f"{s['name']} {s['dtype']}{list(s['shape'])} ({_mib(_nbytes(s))})" for s in specs)
+        raise TunerError(
+            f"generating the inputs needs about {_mib(need)}; this machine has {_mib(free)} free ({sizes})",
+            "rebuild with smaller --input-shape, or pass real inputs with --inputs",
+        )
 
 
 def check_compatible(manifest: dict, device: str | None, path: str) -> str:
@@ -255,7 +277,19 @@ def check_compatible(manifest: dict, device: str | None, path: str) -> str:
 
 
 def load(path: str, device: str | None = None) -> Model:
-    """Load a package for deployment; see the module docstring."""
+    """Load a package for deployment; see the module docstring. Raises only TunerError (with a hint)."""
+    try:
+        return _load(path, device)
+    except TunerError:
+        raise
+    except Exception as err:  # anything not foreseen above is still this package's problem, said in one line
+        last = str(err).strip().splitlines()[-1][:200] if str(err).strip() else ""
+        raise TunerError(
+            f"{path}: cannot load ({type(err).__name__}: {last})", "rebuild the package; report it if it persists"
+        ) from err
+
+
+def _load(path: str, device: str | None) -> Model:
     manifest, members = read_package(path)
     _configure_threads(manifest)
     import tvm
@@ -267,7 +301,10 @@ def load(path: str, device: str | None = None) -> Model:
         from .device_code import serve
 
         serve(path, manifest, members)  # TVM compiles CUDA at load: hand it the packaged fatbin instead
-    with tempfile.TemporaryDirectory(prefix="ftpkg-") as tmp:
+    _check_library(members[LIBRARY], path)
+    _sweep_stale_copies()
+    # the pid in the name lets a later load remove this copy if the process dies inside dlopen
+    with tempfile.TemporaryDirectory(prefix=f"ftpkg-{os.getpid()}-") as tmp:
         lib_path = os.path.join(tmp, LIBRARY)
         with open(lib_path, "wb") as f:
             f.write(members[LIBRARY])
@@ -281,5 +318,60 @@ def load(path: str, device: str | None = None) -> Model:
     try:
         vm = VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
     except Exception as err:
-        raise out_of_memory(err, path, manifest, dev, "loading the weights") or err  # noqa: B904
+        raise (
+            out_of_memory(err, path, manifest, dev, "loading the weights")
+            or TunerError(
+                f"{path}: its library does not hold a Relax VM executable ({str(err).strip().splitlines()[-1][:200]})",
+                "the package is damaged; rebuild it",
+            )
+        ) from err
     return Model(path, manifest, vm, dev, None)
+
+
+# ELF e_machine of the hosts packages are built on
+_ELF_MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183}
+
+
+def _check_library(data: bytes, path: str) -> None:
+    """A shared library for this machine, before dlopen sees it (a damaged one can crash the process there)."""
+    import platform
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    if data[:4] != b"\x7fELF" or len(data) < 64:
+        raise TunerError(
+            f"{path}: {LIBRARY} is not a shared library (no ELF header)", "the package is damaged; rebuild it"
+        )
+    machine = int.from_bytes(data[18:20], "little")
+    want = _ELF_MACHINES.get(platform.machine())
+    if want is not None and machine != want:
+        raise TunerError(
+            f"{path}: {LIBRARY} is for another processor (ELF machine {machine}, this host is {platform.machine()})",
+            "rebuild the package on (or for) this machine",
+        )
+
+
+def _sweep_stale_copies() -> None:
+    """Remove library copies left by processes that died while loading one (a crash skips their cleanup)."""
+    import shutil
+
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        m = re.fullmatch(r"ftpkg-(\d+)-\w+", name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True

@@ -3,11 +3,17 @@
 Members:
   manifest.json   format version, model (file, sha256), inputs/outputs, target, TVM/tvm-ffi versions, fusion
                   strategy, kernel count, tuning-database digest, build time, and sha256 of every other member
+  digest.sha256   sha256 of manifest.json's bytes: with the members' checksums inside the manifest, one digest
+                  covers the whole package, and it is checked before anything is parsed or loaded
   model.so        the Relax VM executable (weights bound as constants, embedded)
   device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.runtime.device_code)
 
 Written to a temporary file and renamed, so a failed build never leaves a half-written package.
 This module must stay importable without the compiler: deployment hosts load packages with it.
+
+Trust model: a package is native code that runs in the loading process. The digest and the schema catch damage
+(a bad copy, a flipped bit, a hand-edited manifest), not an attacker, who can recompute both: load only packages
+you built or trust.
 """
 
 from __future__ import annotations
@@ -21,27 +27,58 @@ import zipfile
 from ..errors import TunerError
 
 FORMAT = "fusion-tuner-package"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: digest.sha256 and a validated manifest
 LIBRARY = "model.so"
 MANIFEST = "manifest.json"
+DIGEST = "digest.sha256"
+DTYPES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool"}
+MAX_DIM = 2**31 - 1
 
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write(path: str, write) -> None:
+def check_output_path(path: str, flag: str = "-o", example: str = "model.ftpkg") -> None:
+    """Refuse what a rename would destroy or cannot replace: an empty name, a folder, a FIFO, a device, a socket
+    or a symlink (a rename replaces the link itself, not the file it points to: name that file instead)."""
+    import stat
+
+    if not path:
+        raise TunerError(f"{flag} is empty", f"give a file name, e.g. {flag} {example}")
+    if os.path.isdir(path):
+        raise TunerError(f"{path}: is a directory", f"give a file name, e.g. {flag} {example}")
+    if os.path.islink(path):
+        raise TunerError(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); it is not replaced",
+            f"give the file it points to as {flag}, or another name",
+        )
+    if os.path.lexists(path):
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a regular file"
+            )
+            raise TunerError(f"{path}: is {kind}; only regular files are replaced", f"choose another {flag}")
+
+
+def atomic_write(path: str, write, flag: str = "-o", example: str = "model.ftpkg") -> None:
     """Call write(tmp_path), fsync, then rename onto path (the one atomic writer of the project); the target
-    folder must be writable."""
+    folder must be writable. Failures to write (disk full, read-only file system) are TunerErrors."""
+    check_output_path(path, flag, example)
     directory = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(directory):
-        raise TunerError(f"{path}: folder {directory} does not exist", "create it first or choose another -o")
-    if os.path.isdir(path):
-        raise TunerError(f"{path}: is a directory", "give a file name, e.g. -o model.ftpkg")
+        raise TunerError(f"{path}: folder {directory} does not exist", f"create it first or choose another {flag}")
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
     except OSError as err:
-        raise TunerError(f"{path}: cannot write to {directory} ({err.strerror})", "choose a writable -o") from err
+        raise TunerError(f"{path}: cannot write to {directory} ({err.strerror})", f"choose a writable {flag}") from err
     os.close(fd)
     try:
         write(tmp)
@@ -51,21 +88,31 @@ def atomic_write(path: str, write) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as err:
+        raise TunerError(
+            f"{path}: writing failed ({err.strerror or err}); nothing was written",
+            "free disk space or choose another " + flag,
+        ) from err
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
 
 
-def check_writable(path: str) -> None:
-    """Fail before a long build rather than after it."""
+def check_writable(path: str, flag: str = "-o", example: str = "model.ftpkg") -> None:
+    """Fail before a long build rather than after it: the name is one a rename may replace, and a file can be
+    created beside it (tried, not inferred from permissions: root passes access() on /proc and read-only mounts)."""
+    check_output_path(path, flag, example)
     directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise TunerError(f"{path}: is a directory", "give a file name, e.g. -o model.ftpkg")
     if not os.path.isdir(directory):
-        raise TunerError(f"{path}: folder {directory} does not exist", "create it first or choose another -o")
-    if not os.access(directory, os.W_OK):
-        raise TunerError(f"{path}: folder {directory} is not writable", "choose a writable -o")
+        raise TunerError(f"{path}: folder {directory} does not exist", f"create it first or choose another {flag}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise TunerError(
+            f"{path}: folder {directory} is not writable ({err.strerror})", f"choose a writable {flag}"
+        ) from err
 
 
 def write_package(path: str, members: dict[str, bytes], manifest: dict) -> dict:
@@ -74,9 +121,13 @@ def write_package(path: str, members: dict[str, bytes], manifest: dict) -> dict:
     manifest["format_version"] = FORMAT_VERSION
     manifest["members"] = {name: {"sha256": _sha256(data), "bytes": len(data)} for name, data in members.items()}
 
+    manifest_bytes = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    validate_manifest(manifest, path)  # never write what read_package would refuse
+
     def write(tmp):
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-            z.writestr(MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
+            z.writestr(MANIFEST, manifest_bytes)
+            z.writestr(DIGEST, _sha256(manifest_bytes) + "\n")
             for name, data in members.items():
                 z.writestr(name, data)
 
@@ -85,35 +136,106 @@ def write_package(path: str, members: dict[str, bytes], manifest: dict) -> dict:
 
 
 def read_package(path: str) -> tuple[dict, dict[str, bytes]]:
-    """Manifest and verified members; every problem is a TunerError naming the package."""
+    """Manifest and verified members; every problem is a TunerError naming the package. Order: the digest of the
+    manifest, then the manifest's schema, then each member's checksum; nothing is loaded before all pass."""
+    import stat
+    import zlib
+
     if not os.path.exists(path):
         raise TunerError(f"{path}: no such package", "build one with `fusion-tuner compile MODEL.onnx -o model.ftpkg`")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise TunerError(
+            f"{path}: is not a package file ({'a directory' if os.path.isdir(path) else 'not a regular file'})"
+        )
+    damaged = "the package is damaged; rebuild it"
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
             if MANIFEST not in names:
                 raise TunerError(f"{path}: not a fusion-tuner package (no {MANIFEST})")
-            manifest = json.loads(z.read(MANIFEST))
-            if manifest.get("format") != FORMAT:
-                raise TunerError(f"{path}: not a fusion-tuner package (format {manifest.get('format')!r})")
+            raw = z.read(MANIFEST)
+            manifest = json.loads(raw)
+            if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+                got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+                raise TunerError(f"{path}: not a fusion-tuner package (format {got!r})")
             if manifest.get("format_version") != FORMAT_VERSION:
                 raise TunerError(
-                    f"{path}: package format version {manifest.get('format_version')} is not "
+                    f"{path}: package format version {manifest.get('format_version')!r} is not "
                     f"supported (this fusion-tuner reads {FORMAT_VERSION})",
                     "rebuild the package",
                 )
+            if DIGEST not in names:
+                raise TunerError(f"{path}: member {DIGEST} is missing", damaged)
+            if z.read(DIGEST).decode("ascii", "replace").strip() != _sha256(raw):
+                raise TunerError(f"{path}: {MANIFEST} does not match its digest (edited or damaged)", damaged)
+            validate_manifest(manifest, path)
             members = {}
-            for name, meta in manifest.get("members", {}).items():
+            for name, meta in manifest["members"].items():
                 if name not in names:
-                    raise TunerError(f"{path}: member {name} is missing", "the package is damaged; rebuild it")
+                    raise TunerError(f"{path}: member {name} is missing", damaged)
                 data = z.read(name)
-                if _sha256(data) != meta["sha256"]:
-                    raise TunerError(f"{path}: checksum mismatch in {name}", "the package is damaged; rebuild it")
+                if len(data) != meta["bytes"] or _sha256(data) != meta["sha256"]:
+                    raise TunerError(f"{path}: checksum mismatch in {name}", damaged)
                 members[name] = data
-    except zipfile.BadZipFile as err:
-        raise TunerError(f"{path}: not a fusion-tuner package ({err})", "the file is damaged or not a .ftpkg") from err
-    except (KeyError, ValueError) as err:
+    except TunerError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as err:
+        raise TunerError(f"{path}: not a readable package ({type(err).__name__}: {err})", damaged) from err
+    except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
         raise TunerError(f"{path}: damaged manifest ({err})", "rebuild the package") from err
+    except OSError as err:
+        raise TunerError(f"{path}: cannot read the package ({err.strerror or err})") from err
     if LIBRARY not in members:
-        raise TunerError(f"{path}: member {LIBRARY} is missing", "the package is damaged; rebuild it")
+        raise TunerError(f"{path}: member {LIBRARY} is missing", damaged)
     return manifest, members
+
+
+def validate_manifest(m: dict, path: str) -> None:
+    """The fields the loader and runner rely on, with their types and ranges."""
+
+    def bad(field, why):
+        raise TunerError(f"{path}: manifest field {field} {why}", "the package is damaged; rebuild it")
+
+    def need(obj, key, types, where=""):
+        if not isinstance(obj, dict) or key not in obj:
+            bad(where + key, "is missing")
+        value = obj[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+            bad(where + key, f"has the wrong type ({type(value).__name__})")
+        return value
+
+    model = need(m, "model", dict)
+    need(model, "file", str, "model.")
+    need(model, "sha256", str, "model.")
+    for side in ("inputs", "outputs"):
+        specs = need(m, side, list)
+        if side == "outputs" and not specs:
+            bad("outputs", "is empty: a package without outputs computes nothing")
+        for k, spec in enumerate(specs):
+            where = f"{side}[{k}]."
+            need(spec, "name", str, where)
+            if need(spec, "dtype", str, where) not in DTYPES:
+                bad(where + "dtype", f"is {spec['dtype']!r}, not one of {', '.join(sorted(DTYPES))}")
+            for d in need(spec, "shape", list, where):
+                if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d <= MAX_DIM:
+                    bad(where + "shape", f"has {d!r}: dimensions are integers in [0, {MAX_DIM}]")
+    target = need(m, "target", dict)
+    if need(target, "kind", str, "target.") not in ("llvm", "cuda"):
+        bad("target.kind", f"is {target['kind']!r}, not llvm or cuda")
+    need(target, "config", dict, "target.")
+    need(target, "key", str, "target.")
+    threads = m.get("num_threads")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 4096):
+        bad("num_threads", f"is {threads!r}: a thread count from 1 to 4096, or null")
+    need(m, "tvm_version", str)
+    need(m, "fusion", str)
+    kernels = need(m, "kernels", int)
+    if kernels < 0:
+        bad("kernels", f"is {kernels}")
+    for name, meta in need(m, "members", dict).items():
+        need(meta, "sha256", str, f"members.{name}.")
+        need(meta, "bytes", int, f"members.{name}.")
+
+
+def _as_tuple(types):
+    return types if isinstance(types, tuple) else (types,)
