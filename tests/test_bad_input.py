@@ -148,15 +148,26 @@ def test_wrong_inputs_to_package(cnn_package, tmp_path):
     assert_clean_error(run_cli("run", cnn_package, "--inputs", str(tmp_path / "bad.npz")), "image")
 
 
-def _rewrite(package, dst, manifest_edit=None, member_edit=None, drop=None):
+def _rewrite(package, dst, manifest_edit=None, member_edit=None, drop=None, redigest=True, rehash=False):
+    """A copy of `package` with edits; by default its digest is recomputed (what a careless tool would do), so
+    the checks behind the digest are the ones tested."""
+    import hashlib
+
     with zipfile.ZipFile(package) as z:
         items = {n: z.read(n) for n in z.namelist()}
     manifest = json.loads(items["manifest.json"])
+    if member_edit:
+        items["model.so"] = member_edit(items["model.so"])
+        if rehash:
+            manifest["members"]["model.so"] = {
+                "sha256": hashlib.sha256(items["model.so"]).hexdigest(),
+                "bytes": len(items["model.so"]),
+            }
     if manifest_edit:
         manifest_edit(manifest)
     items["manifest.json"] = json.dumps(manifest).encode()
-    if member_edit:
-        items["model.so"] = member_edit(items["model.so"])
+    if redigest:
+        items["digest.sha256"] = hashlib.sha256(items["manifest.json"]).hexdigest().encode()
     if drop:
         del items[drop]
     with zipfile.ZipFile(dst, "w") as z:

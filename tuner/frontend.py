@@ -235,9 +235,18 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
     importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
     # The importer prints "Error converting operator ..." on failures, and TVM's C++ side a "BlockBuilder
     # destroyed" warning per unwound block; our error says it better.
+    failure = None
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), quiet_native_stderr():
         warnings.simplefilter("ignore")
-        mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
+        try:
+            mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
+        except TunerError as err:
+            # the tracebacks hold the importer's BlockBuilder: drop them here, where its warning is silenced
+            failure = type(err)(err.message, hint=err.hint)
+            del err
+            importer = None
+    if failure is not None:
+        raise failure
     _assign_unnamed_bindings(mod, importer.provenance)
     mod = _apply_precision(mod, prepared)
     params = None
