@@ -64,6 +64,37 @@ def conv_bn(g, x, cin, cout, name, act="relu", k=3):
     return g.op("Clip", [y, lo, hi], name=f"{name}/relu6")
 
 
+def make_mobilenet_block(c=16, hw=16) -> onnx.ModelProto:
+    """A MobileNetV3-style inverted-residual block: 1x1 expand + BN + HardSwish, depthwise 3x3 + BN + HardSwish,
+    squeeze-excitation (GlobalAveragePool, 1x1 + Relu, 1x1 + HardSigmoid, Mul), 1x1 project + BN, residual add."""
+    g = GraphBuilder(3)
+
+    def bn(y, cout, name):
+        ones = (1 + 0.1 * g.rng.standard_normal(cout)).astype(np.float32)
+        consts = [g.const(f"{name}.{k}", v) for k, v in (("scale", ones), ("bias", 0.1 * ones), ("mean", 0.1 * ones))]
+        var = g.const(f"{name}.var", (1 + 0.1 * g.rng.random(cout)).astype(np.float32))
+        return g.op("BatchNormalization", [y, *consts, var], name=name, epsilon=1e-3)
+
+    e = 2 * c
+    y = g.op("Conv", ["x", g.weight("expand.w", (e, c, 1, 1))], name="expand/conv", kernel_shape=[1, 1])
+    y = g.op("HardSwish", [bn(y, e, "expand/bn")], name="expand/hswish")
+    y = g.op("Conv", [y, g.weight("dw.w", (e, 1, 3, 3))], name="dw/conv", kernel_shape=[3, 3], pads=[1] * 4, group=e)
+    y = g.op("HardSwish", [bn(y, e, "dw/bn")], name="dw/hswish")
+    s = g.op("GlobalAveragePool", [y], name="se/pool")
+    s = g.op("Conv", [s, g.weight("se.w1", (c // 2, e, 1, 1)), g.weight("se.b1", (c // 2,))], name="se/fc1")
+    s = g.op("Relu", [s], name="se/relu")
+    s = g.op("Conv", [s, g.weight("se.w2", (e, c // 2, 1, 1)), g.weight("se.b2", (e,))], name="se/fc2")
+    s = g.op("HardSigmoid", [s], name="se/hsigmoid", alpha=1 / 6, beta=0.5)
+    y = g.op("Mul", [y, s], name="se/scale")
+    y = g.op("Conv", [y, g.weight("project.w", (c, e, 1, 1))], name="project/conv", kernel_shape=[1, 1])
+    y = g.op("Add", ["x", bn(y, c, "project/bn")], name="residual")
+    return g.model(
+        "mobilenet_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, c, hw, hw])],
+    )
+
+
 def make_cnn() -> onnx.ModelProto:
     g = GraphBuilder(1)
     x = conv_bn(g, "input", 3, 16, "stem")
@@ -164,7 +195,7 @@ def make_mlp() -> onnx.ModelProto:
     )
 
 
-MODELS = {"cnn": make_cnn, "transformer": make_transformer, "mlp": make_mlp}
+MODELS = {"cnn": make_cnn, "transformer": make_transformer, "mlp": make_mlp, "mobilenet_block": make_mobilenet_block}
 
 
 def main(argv=None) -> int:

@@ -10,17 +10,37 @@ from tuner.interface.compile import compile_model
 from tuner.plan import build_plan
 
 
-def test_cnn_groups_conv_bn_act(cnn):
+def test_cnn_groups_conv_act_with_bn_folded(cnn):
     plan = build_plan(cnn, target="llvm", fusion="tvm")
     groups = [g.onnx_nodes for g in plan.groups]
-    assert groups[0] == ["stem/conv", "stem/bn", "stem/relu"]
-    assert groups[1] == ["block1/conv", "block1/bn", "block1/relu", "block1/residual"]
-    assert ["block2/conv", "block2/bn", "block2/relu6"] in groups
+    # batch-norms are folded into their convs before fusion (as ONNX Runtime does)
+    assert groups[0] == ["stem/conv", "stem/relu"]
+    assert groups[1] == ["block1/conv", "block1/relu", "block1/residual"]
+    assert ["block2/conv", "block2/relu6"] in groups
     assert ["pool"] in groups and ["softmax"] in groups
     # every ONNX node appears in exactly one kernel
     flat = [n for g in groups for n in g]
     assert len(flat) == len(set(flat))
-    assert plan.groups[0].intermediate_bytes == 6 * 16 * 32 * 32 * 4  # six 64 KB intermediates stay in-kernel
+    assert plan.groups[0].intermediate_bytes == 2 * 16 * 32 * 32 * 4  # conv, +bias: two 64 KB stay in-kernel
+
+
+@pytest.mark.parametrize("fusion", ["patterns", "tvm", "none"])
+def test_mobilenet_block_maps_every_kernel_to_onnx_nodes(models_dir, fusion):
+    """Issue 16, defect 13: on Conv+BN+HardSwish and squeeze-excitation blocks `patterns` mapped no kernel to a
+    node (a residual pattern took HardSwish's `+ 3`, and a two-output group lost the data flow after it)."""
+    plan = build_plan(str(models_dir / "mobilenet_block.onnx"), target="llvm", fusion=fusion)
+    groups = [g.onnx_nodes for g in plan.groups]
+    assert all(groups), groups
+    flat = [n for g in groups for n in g]
+    folded = {"expand/bn", "dw/bn", "project/bn"}  # into their convs, before fusion (the plan's notes say so)
+    assert any("BatchNormalization folded" in n for n in plan.notes)
+    import onnx
+
+    nodes = {n.name for n in onnx.load(str(models_dir / "mobilenet_block.onnx")).graph.node}
+    assert set(flat) == nodes - folded
+    if fusion != "none":
+        assert ["expand/conv", "expand/hswish"] in groups and ["dw/conv", "dw/hswish"] in groups
+        assert ["project/conv", "residual"] in groups
 
 
 def test_transformer_attention_and_layernorm_groups(transformer):
@@ -63,7 +83,7 @@ def test_plan_cli_json_and_svg(cnn, tmp_path):
     assert doc["strategy"] == "tvm" and doc["kernels"] == len([g for g in doc["groups"] if g["launched"]])
     assert {"name", "onnx_nodes", "ops"} <= set(doc["groups"][0]) and all("reason" in b for b in doc["boundaries"])
     text = svg.read_text()
-    assert text.lstrip().startswith("<?xml") and "stem/bn" in text and "cluster" in text
+    assert text.lstrip().startswith("<?xml") and "stem/relu" in text and "cluster" in text
 
 
 def test_plan_unknown_strategy(cnn):

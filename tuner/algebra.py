@@ -1,6 +1,7 @@
 """Graph algebra before fusion: the constant rewrites ONNX Runtime applies before it picks kernels.
 
-    FoldConstant -> FoldBatchnormToConv2D -> SumToAdd -> FoldConstant
+    ONNX, at preparation:  fold_batch_norms  (Conv[+bias] -> BatchNormalization with constant parameters)
+    Relax, before fusion:  FoldConstant -> FoldBatchnormToConv2D -> SumToAdd -> FoldConstant
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is
@@ -8,6 +9,10 @@ what makes folding possible at all: exporters often build BN statistics from Con
 TVM's FoldBatchnormToConv2D only matches when they are already constants. An n-ary ONNX `Sum` imports as
 broadcast_to + stack + sum (a copy of every operand); as a chain of adds it fuses into the producer's epilogue
 like any residual add.
+
+Folding in ONNX first keeps the conv node's name (plans and reports map kernels back to it) and covers convs with
+a bias, which TVM's pattern (conv2d directly into batch_norm) does not; the Relax pass catches statistics that
+only become constants after folding.
 """
 
 from __future__ import annotations
@@ -94,3 +99,70 @@ def _static_shape(expr):
         return tuple(int(d) for d in ty.shape.values)
     except (TypeError, AttributeError):
         return None
+
+
+def fold_batch_norms(model) -> list[str]:
+    """Fold each inference BatchNormalization that alone consumes a Conv's output into that Conv's weights and
+    bias, in place, when all of them are initializers. Returns "bn -> conv" for each fold."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    consumers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers[name] = consumers.get(name, 0) + 1
+    for out in graph.output:
+        consumers[out.name] = consumers.get(out.name, 0) + 1
+    producer = {out: node for node in graph.node for out in node.output}
+    folded, drop = [], set()
+    for bn in graph.node:
+        if bn.op_type != "BatchNormalization" or len(bn.input) != 5 or len([o for o in bn.output if o]) != 1:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in bn.attribute}
+        if attrs.get("training_mode", 0):
+            continue
+        conv = producer.get(bn.input[0])
+        if conv is None or conv.op_type != "Conv" or consumers.get(bn.input[0]) != 1:
+            continue
+        params = [inits.get(n) for n in (conv.input[1], *bn.input[1:])]
+        bias = inits.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+        if any(p is None for p in params) or (len(conv.input) > 2 and conv.input[2] and bias is None):
+            continue
+        w, scale, shift, mean, var = (numpy_helper.to_array(p) for p in params)
+        if w.dtype not in (np.float32, np.float64) or w.ndim < 3 or scale.shape != (w.shape[0],):
+            continue
+        s = scale / np.sqrt(var + attrs.get("epsilon", 1e-5))
+        b = numpy_helper.to_array(bias) if bias is not None else np.zeros(w.shape[0], w.dtype)
+        new_w = (w * s.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+        new_b = ((b - mean) * s + shift).astype(w.dtype)
+        wname, bname = _fresh(inits, f"{conv.name or conv.output[0]}.folded_w"), None
+        bname = _fresh(inits, f"{conv.name or conv.output[0]}.folded_b")
+        for name, arr in ((wname, new_w), (bname, new_b)):
+            t = numpy_helper.from_array(arr, name)
+            graph.initializer.append(t)
+            inits[name] = t
+        conv.input[1:] = [wname, bname]
+        conv.output[0] = bn.output[0]
+        drop.add(id(bn))
+        folded.append(f"{bn.name or bn.output[0]} -> {conv.name or conv.output[0]}")
+    if drop:
+        keep = [n for n in graph.node if id(n) not in drop]
+        del graph.node[:]
+        graph.node.extend(keep)
+        used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        unused = [t for t in graph.initializer if t.name not in used]
+        for t in unused:
+            graph.initializer.remove(t)
+        for vi in [vi for vi in graph.input if vi.name in {t.name for t in unused}]:
+            graph.input.remove(vi)  # old exporters list initializers as inputs too
+    return folded
+
+
+def _fresh(taken: dict, name: str) -> str:
+    k, out = 0, name
+    while out in taken:
+        k += 1
+        out = f"{name}{k}"
+    return out

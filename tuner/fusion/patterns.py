@@ -47,8 +47,11 @@ def _activations(x):
     sigmoid = op("sigmoid", x)
     silu = op("multiply", x, sigmoid) | op("nn.silu", x)
     # HardSigmoid legalises from ONNX as clip(x * a + b, 0, 1); HardSwish = x * HardSigmoid(x)
-    hsig = op("minimum", op("maximum", op("add", op("multiply", x, const()), const()), const()), const())
-    hswish = op("multiply", x, hsig)
+    affine = op("add", op("multiply", x, const()), const())
+    hsig = op("minimum", op("maximum", affine, const()), const()) | op("clip", affine, wildcard(), wildcard())
+    # ...and HardSwish from ONNX's own HardSwish node as x * (clip(x + 3, 0, 6) / 6)
+    relu6_shifted = op("divide", op("clip", op("add", x, const()), wildcard(), wildcard()), const())
+    hswish = op("multiply", x, hsig) | op("multiply", x, relu6_shifted)
     gelu = op("nn.gelu", x) | op("nn.gelu_tanh", x)
     # Erf GELU as ONNX exporters write it: x * (erf(x / sqrt 2) + 1) * 0.5
     erf_gelu = op("multiply", op("multiply", x, op("add", op("erf", op("divide", x, const())), const())), const())
@@ -77,9 +80,10 @@ def _conv_patterns():
             acts = [(f"{stem_name}_{a}", p) for a, p in _activations(stem).items()] + [(stem_name, stem)]
             # a residual Add after the activation (or before it: conv -> bn -> add -> relu)
             # (each operand order is its own pattern: a match rejected by a check is not retried with the other)
-            heads += [(n + "_residual", op("add", p, wildcard())) for n, p in acts]
-            heads += [(n + "_residual_rhs", op("add", wildcard(), p)) for n, p in acts]
-            for side, res in (("", op("add", stem, wildcard())), ("_rhs", op("add", wildcard(), stem))):
+            # a residual is another tensor: `+ 3` is HardSwish's own add, matched by the activation patterns
+            heads += [(n + "_residual", op("add", p, ~const())) for n, p in acts]
+            heads += [(n + "_residual_rhs", op("add", ~const(), p)) for n, p in acts]
+            for side, res in (("", op("add", stem, ~const())), ("_rhs", op("add", ~const(), stem))):
                 heads += [
                     (f"{stem_name}_residual{side}_{a}", p)
                     for a, p in _activations(res).items()

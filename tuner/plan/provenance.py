@@ -197,6 +197,10 @@ class ProvenanceMatcher:
                     members.append(m)
                 elif isinstance(ib.value, relax.Var) and ib.value in env:
                     env[ib.var] = env[ib.value]
+        result = inner.body.body
+        if isinstance(result, relax.Tuple):  # a group with several outputs: main picks them with TupleGetItem
+            outs = [env.get(f) for f in result.fields]
+            src = outs if all(outs) else src
         return args, members, src, v.op.name_hint
 
     def groups(self) -> list[Group]:
