@@ -156,6 +156,25 @@ def main(argv=None) -> int:
         step(f"compile_verify_{name}", compile_and_verify)
 
     first = args.models[0]
+
+    def cuda_graphs():
+        """The same model built with and without CUDA graphs: the launch overhead fusion also attacks."""
+        from tuner.build import cuda_graph_calls
+
+        out = {}
+        for label, on in (("with", True), ("without", False)):
+            pkg = os.path.join(args.output, f"cuda_graph_{label}.ftpkg")
+            result, _ = compile_model(first, pkg, target=args.target, shapes=shapes, cuda_graph=on)
+            out[label] = {"graph_calls": cuda_graph_calls(result.executable)}
+            if not args.build_only:
+                from tuner.interface.run import run_package
+
+                out[label]["latency_ms"] = run_package(pkg, repeat=args.repeat)["latency_ms"]
+        if not out["with"]["graph_calls"] or out["without"]["graph_calls"]:
+            raise RuntimeError(f"CUDA graph built-ins: {out}")
+        return out
+
+    step("cuda_graphs", cuda_graphs)
     if not args.build_only:
 
         def tune():

@@ -123,7 +123,7 @@ def test_mlp_dynamic_batch_bound(mlp, tmp_path):
 @pytest.mark.parametrize("model", ["cnn", "transformer", "light_squeezenet"])
 def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     """CUDA packages carry nvcc-compiled device code for their arch, and every kernel is thread-bound."""
-    from tuner.build import thread_unbound_kernels
+    from tuner.build import cuda_graph_calls, thread_unbound_kernels
     from tuner.runtime.device_code import PackagedDeviceCode, cuda_sources, sha256
 
     path = light("squeezenet") if model.startswith("light_") else str(models_dir / f"{model}.onnx")
@@ -131,6 +131,7 @@ def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     result, manifest = compile_model(path, out, target=f"cuda:{arch}", fusion="tvm")
     assert manifest["target"]["key"] == f"cuda-{arch}"
     assert thread_unbound_kernels(result.fused_mod) == []  # every kernel runs on the GPU, none as host code
+    assert cuda_graph_calls(result.executable) > 0  # the kernel sequence is replayed as CUDA graphs
     entry = manifest["device_code"]
     assert entry["arch"] == arch and entry["format"] == "fatbin"
     _, members = read_package(out)

@@ -114,7 +114,9 @@ def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> t
         return schedule(lowered, db_dir, skip=set(skip) | bad)
 
 
-def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
+def build_lowered(lowered: Lowered, db_dir: str | None = None, cuda_graph: bool = True) -> BuildResult:
+    """Schedule and compile; on CUDA the kernel sequence runs as CUDA graphs unless `cuda_graph=False` (the
+    A/B switch of scripts/gpu_check.py)."""
     import tvm
 
     spec = lowered.target
@@ -123,7 +125,9 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
     if spec.is_gpu:
         from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
 
-        config = TENSOR_CORE_BUILD_CONFIG if uses_tensor_cores(fused) else {}  # tuned or dlight WMMA kernels
+        config = dict(TENSOR_CORE_BUILD_CONFIG) if uses_tensor_cores(fused) else {}  # tuned or dlight WMMA kernels
+        # replay the static kernel sequence as CUDA graphs: one launch per captured region, not per kernel
+        config["relax.backend.use_cuda_graph"] = cuda_graph
     t0 = time.perf_counter()
     try:
         try:
@@ -155,6 +159,11 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None) -> BuildResult:
     )
 
 
+def cuda_graph_calls(executable) -> int:
+    """How many CUDA graph capture/replay calls the VM executable makes (0: kernels launch one by one)."""
+    return sum("vm.builtin.cuda_graph.run_or_capture" in line for line in executable.as_text().splitlines())
+
+
 def _unbuildable(fused, names: list[str], target_spec) -> set[str]:
     """Which of these kernels TVM cannot lower on their own (build each alone: only on a failure path)."""
     import tvm
@@ -179,10 +188,14 @@ def _without_unbuildable_defaults(lowered: Lowered, fused, defaulted: list[str],
 
 
 def build_prepared(
-    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, db_dir: str | None = None
+    prepared: PreparedModel,
+    target_spec: TargetSpec,
+    strategy: FusionStrategy,
+    db_dir: str | None = None,
+    cuda_graph: bool = True,
 ) -> BuildResult:
     """Lower and build in one go (commands that build once)."""
-    return build_lowered(lower_prepared(prepared, target_spec, strategy), db_dir)
+    return build_lowered(lower_prepared(prepared, target_spec, strategy), db_dir, cuda_graph)
 
 
 def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
@@ -220,6 +233,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "kernel_names": [k.kernel for k in result.kernels],
         "memory": memory_footprint(result.fused_mod, result.target.tvm_target()),
         "tuning_db": result.db_info,
+        "cuda_graph_regions": cuda_graph_calls(result.executable) if result.target.is_gpu else None,
         "default_scheduled": result.default_scheduled,
         "build_seconds": round(build_seconds, 3),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

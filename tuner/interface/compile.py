@@ -20,6 +20,7 @@ def compile_model(
     shapes: dict | None = None,
     consts: dict | None = None,
     precision: str | None = None,
+    cuda_graph: bool = True,
 ) -> tuple[BuildResult, dict]:
     """The `compile` command's work: returns the build and the manifest written to `output`."""
     strategy = get_strategy(fusion)
@@ -27,6 +28,6 @@ def compile_model(
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
-    result = build_prepared(prepared, target_spec, strategy, db)
+    result = build_prepared(prepared, target_spec, strategy, db, cuda_graph)
     manifest = write_build(result, output, time.perf_counter() - t0)
     return result, manifest
