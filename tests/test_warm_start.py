@@ -39,6 +39,7 @@ def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
 
     # auto finds the library through FUSION_TUNER_SCHEDULES; 2 trials cannot re-find what 16 found
     out = tmp_path / "warm"
+    out.mkdir()
     r = run_cli(
         "tune-model",
         mlp,

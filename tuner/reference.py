@@ -93,3 +93,28 @@ def compare_outputs(
         "atol": atol,
         "outputs": per_output,
     }
+
+
+def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: int | None):
+    """A callable that runs the model once in ONNX Runtime (all graph optimisations, no spin-waiting: the
+    settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
+    import time
+
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        return (time.perf_counter() - t0) * 1e3
+
+    return run

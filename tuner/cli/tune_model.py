@@ -179,6 +179,13 @@ def render(summary) -> None:
     lat = summary.get("latency_ms")
     if lat:
         con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
+    if lat and lat.get("onnxruntime"):
+        ratio = summary["vs_onnxruntime"]
+        color = "green" if ratio <= 1 else "yellow"
+        con.print(
+            f"ONNX Runtime (same threads, same loop): {lat['onnxruntime']:.3f} ms; tuned is "
+            f"[{color}]{ratio:.2f}× its latency[/] ({'faster' if ratio < 1 else 'slower'})"
+        )
     if summary.get("note"):
         con.print(f"[cyan]note:[/] {summary['note']}")
     v = summary.get("verify")

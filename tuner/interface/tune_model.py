@@ -124,11 +124,23 @@ def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | Non
     m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
     feed = m_tuned.random_inputs()
     lat = {"tuned": [], "untuned": []}
+    ort_run = None
+    if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
+        from ..reference import onnxruntime_timer
+
+        # the bar users compare against, timed in the same loop with the package's thread count
+        ort_run = onnxruntime_timer(onnx_path, feed, manifest.get("num_threads"))
+        ort_run()
+        lat["onnxruntime"] = []
     for _ in range(5):
         lat["untuned"] += m_untuned.benchmark(**feed, repeat=2, warmup=1)
         lat["tuned"] += m_tuned.benchmark(**feed, repeat=2, warmup=1)
+        if ort_run:
+            lat["onnxruntime"] += [min(ort_run(), ort_run())]
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
+    if ort_run:
+        out["vs_onnxruntime"] = out["latency_ms"]["tuned"] / out["latency_ms"]["onnxruntime"]
     if onnx_path:
         from .run import verify_against_onnx
 

@@ -46,12 +46,16 @@ def check_rpc(text: str) -> int:
 
 
 def runner(knobs: Knobs):
+    """Local measurement, or one RPC worker per device the tracker has for the key (each worker asks the tracker
+    for a free device per measurement, so N devices measure N candidates at once). A device that dies mid-run
+    fails only its in-flight measurements: MetaSchedule records them as errors, never as results."""
     from tvm.s_tir import meta_schedule as ms
 
     if not knobs.rpc:
         return ms.runner.LocalRunner(timeout_sec=knobs.runner_timeout_s)
     host, port, key = parse_rpc(knobs.rpc)
+    devices = check_rpc(knobs.rpc)
     config = ms.runner.RPCConfig(
         tracker_host=host, tracker_port=port, tracker_key=key, session_timeout_sec=int(knobs.runner_timeout_s * 2)
     )
-    return ms.runner.RPCRunner(rpc_config=config, max_workers=1)
+    return ms.runner.RPCRunner(rpc_config=config, max_workers=devices)
