@@ -1,6 +1,7 @@
 """Warm start from `schedules/`: curated tuning databases keyed by target (TVM's old TopHub idea).
 
-    schedules/<target-key>/        a tuning database (manifest, workloads, best records, cost model)
+    schedules/<target-key>/        a tuning database (manifest, workloads, best records, cost model), its two
+                                   JSON files xz-compressed (serialized TIR compresses ~50x: git stays small)
 
 `tune-model` copies the best records of every kernel the library already knows into the new database before its
 first round, and starts from the library's XGBoost cost model: evolutionary search then begins from those
@@ -47,9 +48,9 @@ def resolve_schedules(schedules: str | None, target_spec) -> str | None:
     if schedules == "auto":
         root = os.environ.get("FUSION_TUNER_SCHEDULES") or LIBRARY
         folder = os.path.join(root, target_spec.key)
-        return folder if os.path.exists(os.path.join(folder, D.WORKLOADS)) else None
+        return folder if _is_database(folder) else None
     for folder in (os.path.join(schedules, target_spec.key), schedules):
-        if os.path.exists(os.path.join(folder, D.WORKLOADS)):
+        if _is_database(folder):
             return folder
     raise TunerError(
         f"--schedules {schedules}: no tuning database for {target_spec.key} there",
@@ -57,15 +58,46 @@ def resolve_schedules(schedules: str | None, target_spec) -> str | None:
     )
 
 
+def _is_database(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, D.WORKLOADS + ext)) for ext in ("", XZ))
+
+
+XZ = ".xz"
+
+
+def _opened(source: str, tmp: str) -> str:
+    """A folder JSONDatabase can open: the source itself, or its xz-compressed files expanded into `tmp`."""
+    import lzma
+
+    if os.path.exists(os.path.join(source, D.WORKLOADS)):
+        return source
+    for name in os.listdir(source):
+        src = os.path.join(source, name)
+        if name.endswith(XZ):
+            with lzma.open(src) as f_in, open(os.path.join(tmp, name[: -len(XZ)]), "wb") as f_out:
+                shutil.copyfileobj(f_in, f_out)
+        elif os.path.isfile(src):
+            shutil.copyfile(src, os.path.join(tmp, name))
+    return tmp
+
+
 def warm_start(db, db_dir: str, tasks, source: str | None, target_spec) -> WarmStart:
     """Copy the source's best records for `tasks` (MetaSchedule ExtractedTasks) into `db`, and its cost model
     when `db_dir` has none. Kernels the database already has records for are left as they are (a resume)."""
-    from tvm.s_tir import meta_schedule as ms
+
+    import tempfile
 
     out = WarmStart(source)
     if source is None:
         return out
-    src, manifest, _ = D.open_database(source, target_spec)  # refuses another target's folder
+    with tempfile.TemporaryDirectory(prefix="ft-warm-") as tmp:
+        return _copy_best(db, db_dir, tasks, _opened(source, tmp), target_spec, out)
+
+
+def _copy_best(db, db_dir, tasks, source, target_spec, out: WarmStart) -> WarmStart:
+    from tvm.s_tir import meta_schedule as ms
+
+    src, _, _ = D.open_database(source, target_spec)  # refuses another target's folder
     for task in tasks:
         mod = task.dispatched[0]
         if not src.has_workload(mod) or (db.has_workload(mod) and db.get_top_k(db.commit_workload(mod), 1)):
@@ -91,7 +123,6 @@ def warm_start(db, db_dir: str, tasks, source: str | None, target_spec) -> WarmS
 def curate(sources: list[str], dst: str, top_k: int = TOP_K) -> dict:
     """Write the best `top_k` records per workload of `sources` (one target) into a new library folder `dst`,
     with the cost model of the source that has the most records."""
-    from tvm.s_tir import meta_schedule as ms
 
     from ..target import TargetSpec
 
@@ -108,7 +139,30 @@ def curate(sources: list[str], dst: str, top_k: int = TOP_K) -> dict:
         raise TunerError("db curate --top-k must be >= 1")
     if os.path.exists(dst) and os.listdir(dst):
         raise TunerError(f"{dst} exists and is not empty", "curate into a new folder, then replace the old one")
-    os.makedirs(dst)
+    os.makedirs(dst, exist_ok=True)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ft-curate-") as tmp:
+        doc = _curate_into(sources, tmp, target_spec, top_k)
+        for name in (D.WORKLOADS, D.RECORDS):
+            _xz(os.path.join(tmp, name), os.path.join(dst, name + XZ))
+        for name in (D.MANIFEST, D.COST_MODEL):
+            if os.path.exists(os.path.join(tmp, name)):
+                shutil.copyfile(os.path.join(tmp, name), os.path.join(dst, name))
+    return {**doc, "db": dst, "bytes": sum(os.path.getsize(os.path.join(dst, n)) for n in os.listdir(dst))}
+
+
+def _xz(src: str, dst: str) -> None:
+    import lzma
+
+    with open(src, "rb") as f_in, lzma.open(dst, "wb", preset=9) as f_out:
+        shutil.copyfileobj(f_in, f_out)
+
+
+def _curate_into(sources, dst, target_spec, top_k) -> dict:
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
     out = ms.database.JSONDatabase(os.path.join(dst, D.WORKLOADS), os.path.join(dst, D.RECORDS), allow_missing=True)
     best: dict[str, list] = {}
     sizes = {}
@@ -117,9 +171,9 @@ def curate(sources: list[str], dst: str, top_k: int = TOP_K) -> dict:
         records = db.get_all_tuning_records()
         sizes[src] = len(records)
         for rec in records:
-            if not rec.run_secs:
+            if not rec.run_secs or min(float(x) for x in rec.run_secs) >= 1e9:  # 1e10: a failed measurement
                 continue
-            key = str(__import__("tvm_ffi").structural_hash(rec.workload.mod))
+            key = str(tvm_ffi.structural_hash(rec.workload.mod))
             best.setdefault(key, []).append(rec)
     n = 0
     for recs in best.values():
