@@ -168,3 +168,15 @@ def test_gpu_scheduling_leaves_the_unscheduled_module_alone(transformer):
     scheduled = schedule_for_gpu(fused, spec)
     assert fused.script(show_meta=False) == before
     assert scheduled.script(show_meta=False) != before
+
+
+def test_run_profile_shows_kernels_and_onnxruntime_nodes(cnn_package, cnn):
+    r = run_cli("run", cnn_package, "--profile", "--verify", cnn, "--repeat", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    prof = json.loads(r.stdout)["profile"]
+    names = [k["name"] for k in prof["kernels"]]
+    manifest, _ = read_package(cnn_package)
+    launched = {n for n in names if not n.startswith("VM runtime")}
+    assert launched and all(any(n.startswith(k) for k in manifest["kernel_names"]) for n in launched), names
+    assert abs(sum(k["share"] for k in prof["kernels"]) - 1) < 1e-6
+    assert {"Conv"} <= {n["op"] for n in prof["onnxruntime"]} and all(n["ms"] >= 0 for n in prof["onnxruntime"])

@@ -118,3 +118,42 @@ def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: i
         return (time.perf_counter() - t0) * 1e3
 
     return run
+
+
+def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
+    """ONNX Runtime's own per-node times (its profiler), summed over `repeat` runs after a warm-up:
+    [{name, op, ms (per run)}], slowest first."""
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="ft-ortprof-") as tmp:
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        opts.enable_profiling = True
+        opts.profile_file_prefix = os.path.join(tmp, "ort")
+        sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+        feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+        sess.run(None, feed)
+        for _ in range(repeat):
+            sess.run(None, feed)
+        with open(sess.end_profiling()) as f:
+            events = json.load(f)
+    nodes: dict[str, list] = {}
+    runs = 0
+    for e in events:
+        if e.get("cat") == "Session" and e.get("name") == "model_run":
+            runs += 1
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        name = e["name"][: -len("_kernel_time")]
+        entry = nodes.setdefault(name, [e.get("args", {}).get("op_name", "?"), 0.0])
+        entry[1] += float(e.get("dur", 0)) / 1e3
+    runs = max(runs, 1)
+    return sorted(({"name": n, "op": op, "ms": ms / runs} for n, (op, ms) in nodes.items()), key=lambda r: -r["ms"])

@@ -42,6 +42,10 @@ DEBUG = "show full tracebacks on errors"
 VERIFY = "ONNX model to run in ONNX Runtime on the same inputs and compare against"
 FILL = "inputs to generate when --inputs is not given (random is seeded and repeatable)"
 REPEAT = "timed runs after warm-up"
+PROFILE = (
+    "time every kernel the package launches (and, with --verify, every ONNX Runtime node on the same inputs "
+    "and threads): where the time goes"
+)
 TOLERANCE = (
     "outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
     "(rtol 1e-3, atol 1e-4); integer outputs must match exactly"

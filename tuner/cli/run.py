@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=20, help=H.REPEAT)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", choices=["cpu", "cuda"], help="device to run on (default: the package's)")
+    p.add_argument("--profile", action="store_true", help=H.PROFILE)
+    p.add_argument("--top", type=int, default=15, help="rows of the --profile tables")
     common.add_output_flags(p)
     return p
 
@@ -42,15 +44,16 @@ def main(argv: list[str]) -> int:
         repeat=args.repeat,
         warmup=args.warmup,
         device=args.device,
+        profile=args.profile,
     )
     if args.json:
         common.print_json(result)
     else:
-        render(result)
+        render(result, args.top)
     return 0 if (result.get("verify") or {}).get("ok", True) else 1
 
 
-def render(result) -> None:
+def render(result, top: int = 15) -> None:
     from rich.table import Table
 
     con = common.console()
@@ -78,3 +81,24 @@ def render(result) -> None:
             if not o["ok"]:
                 detail = o.get("error") or f"max_abs_err={o['max_abs_err']:.3g}"
                 con.print(f"  [red]{name}[/]: {detail}")
+    prof = result.get("profile")
+    if prof:
+        _profile_tables(con, prof, top)
+
+
+def _profile_tables(con, prof, top: int) -> None:
+    from rich.table import Table
+
+    t = Table(title="where the package's time goes (per run)", title_justify="left")
+    for col in ("kernel", "calls", "ms", "share"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for r in prof["kernels"][:top]:
+        t.add_row(r["name"], str(r["calls"]), f"{r['ms']:.3f}", f"{100 * r['share']:.1f}%")
+    con.print(t)
+    if prof.get("onnxruntime"):
+        t = Table(title="ONNX Runtime, same inputs and threads (its profiler, per run)", title_justify="left")
+        for col in ("node", "op", "ms", "share"):
+            t.add_column(col, justify="left" if col in ("node", "op") else "right")
+        for r in prof["onnxruntime"][:top]:
+            t.add_row(r["name"], r["op"], f"{r['ms']:.3f}", f"{100 * r['share']:.1f}%")
+        con.print(t)

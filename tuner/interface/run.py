@@ -60,6 +60,7 @@ def run_package(
     repeat: int = 20,
     warmup: int = 3,
     device: str | None = None,
+    profile: bool = False,
 ) -> dict:
     from ..runtime import load
     from ..runtime.package import check_writable
@@ -91,7 +92,34 @@ def run_package(
         result["outputs_file"] = outputs
     if verify:
         result["verify"] = verify_against_onnx(model, feed, result_outputs, verify)
+    if profile:
+        result["profile"] = profile_package(model, feed, verify)
     return result
+
+
+def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
+    """Where the time goes: the package's kernels (VM runtime built-ins summed as one row), and, given the ONNX
+    model, ONNX Runtime's nodes with the same inputs and thread count."""
+    rows = model.profile(**feed)
+    kernels = [r for r in rows if not r["name"].startswith("vm.builtin.")]
+    builtins = [r for r in rows if r["name"].startswith("vm.builtin.")]
+    if builtins:
+        kernels.append(
+            {
+                "name": "VM runtime (vm.builtin.*)",
+                "calls": sum(r["calls"] for r in builtins),
+                "ms": sum(r["ms"] for r in builtins),
+                "share": sum(r["share"] for r in builtins),
+            }
+        )
+    out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
+    if onnx_path and model.manifest["target"]["kind"] == "llvm":
+        from ..reference import onnxruntime_profile
+
+        nodes = onnxruntime_profile(onnx_path, feed, model.manifest.get("num_threads"))
+        whole = sum(n["ms"] for n in nodes) or 1.0
+        out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
+    return out
 
 
 def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict:

@@ -179,6 +179,38 @@ class Model:
             times.append((time.perf_counter() - t0) * 1e3)
         return times
 
+    def profile(self, *args, repeat: int = 5, **kwargs) -> list[dict]:
+        """Time every call the VM makes (kernels and runtime built-ins), summed over `repeat` runs after a
+        warm-up: [{name, calls (per run), ms (per run), share}], slowest first. A Python hook wraps each call
+        (a few microseconds each), so totals read a little above `benchmark`; shares are what to look at."""
+        tensors = self._to_device(self._bind(args, kwargs))
+        self._invoke(tensors)
+        totals: dict[str, list] = {}
+        started = {}
+
+        def hook(func, symbol, before, ret, *call_args):
+            if before:
+                started[symbol] = time.perf_counter()
+            else:
+                self._device.sync()
+                entry = totals.setdefault(str(symbol), [0, 0.0])
+                entry[0] += 1
+                entry[1] += time.perf_counter() - started.pop(symbol, time.perf_counter())
+            return 0  # VMInstrumentReturnKind.NO_OP: run the call as usual
+
+        self._vm.set_instrument(hook)
+        try:
+            for _ in range(repeat):
+                self._invoke(tensors)
+        finally:
+            self._vm.set_instrument(None)
+        whole = sum(t for _, t in totals.values()) or 1.0
+        rows = [
+            {"name": name, "calls": calls // repeat, "ms": t / repeat * 1e3, "share": t / whole}
+            for name, (calls, t) in totals.items()
+        ]
+        return sorted(rows, key=lambda r: -r["ms"])
+
     def random_inputs(self, seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
         return make_inputs(self.inputs, seed=seed, fill=fill)
 
