@@ -1,7 +1,8 @@
 """Graph algebra before fusion: the constant rewrites ONNX Runtime applies before it picks kernels.
 
     ONNX, at preparation:  fold_batch_norms  (Conv[+bias] -> BatchNormalization with constant parameters)
-    Relax, before fusion:  FoldConstant -> FoldBatchnormToConv2D -> SumToAdd -> FoldConstant
+    Relax, before fusion:  [FoldConstant -> FoldBatchnormToConv2D -> FoldConstant, where a batch_norm is left]
+                           -> SumToAdd
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is
@@ -21,17 +22,36 @@ from __future__ import annotations
 def GraphAlgebra():  # noqa: N802  (a pass, named as TVM names its passes)
     """The inference-time graph simplifications, as one pass; a no-op on modules with nothing to fold."""
     import tvm
+
+    return tvm.transform.module_pass(lambda mod, ctx: graph_algebra(mod), opt_level=0, name="GraphAlgebra")
+
+
+def graph_algebra(mod):
+    """Constants are folded before fusion only where a batch-norm is left to fold (ONNX preparation folds the
+    ones it can see): folding everything this early also folds the shape computations of dynamic ops, and
+    TVM 0.27 then legalizes a dynamic strided_slice into a call to a shape function it never defines."""
+    import tvm
     from tvm import relax
 
-    return tvm.transform.Sequential(
-        [
-            relax.transform.FoldConstant(),
-            relax.transform.FoldBatchnormToConv2D(),
-            SumToAdd(),
-            relax.transform.FoldConstant(),
-        ],
-        name="GraphAlgebra",
-    )
+    if _calls(mod, "relax.nn.batch_norm"):
+        seq = [relax.transform.FoldConstant(), relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant()]
+        mod = tvm.transform.Sequential(seq)(mod)
+    return sum_to_add(mod)
+
+
+def _calls(mod, op_name: str) -> bool:
+    from tvm import relax
+
+    found = []
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(
+                func.body,
+                lambda e: (
+                    found.append(1) if isinstance(e, relax.Call) and getattr(e.op, "name", "") == op_name else None
+                ),
+            )
+    return bool(found)
 
 
 def SumToAdd():  # noqa: N802

@@ -40,7 +40,9 @@ class Provenance:
 def supported_ops() -> set[str]:
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    return set(onnx_frontend._get_convert_map()) | {"If", "Constant"}
+    from .converters import CONVERTERS
+
+    return set(onnx_frontend._get_convert_map()) | {"If", "Constant"} | set(CONVERTERS)
 
 
 def unsupported_nodes(model: onnx.ModelProto) -> dict[str, list[str]]:
@@ -90,6 +92,14 @@ def _make_importer_class():
                 return super()._parse_graph_initializers(graph)
             return _parse_matmul_params(self, graph)
 
+        def _check_for_unsupported_ops(self, graph):
+            # ours and TVM's together (unsupported_nodes() has already named anything neither converts)
+            from .converters import CONVERTERS
+
+            trimmed = onnx.GraphProto()
+            trimmed.node.extend(n for n in graph.node if n.op_type not in CONVERTERS)
+            return super()._check_for_unsupported_ops(trimmed)
+
         def _construct_nodes(self, graph):
             # Wrap each node so failures name it: iterate one node at a time through the base method.
             for node in graph.node:
@@ -111,7 +121,11 @@ def _make_importer_class():
                     ) from err
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
+            from .converters import CONVERTERS
+
             sym = _clip_as_op(inputs, attrs, opset) if op_name == "Clip" else None
+            if sym is None and op_name in CONVERTERS:
+                sym = CONVERTERS[op_name](self.bb, inputs, attrs)
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             ref = self.current_node

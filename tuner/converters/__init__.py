@@ -1,0 +1,14 @@
+"""Our ONNX converters, tried before TVM's importer: ops TVM 0.27 lacks (one module per family).
+
+CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several outputs)
+"""
+
+from __future__ import annotations
+
+from . import recurrent
+
+CONVERTERS = {
+    "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
+    "GRU": lambda bb, inputs, attrs: recurrent.convert("GRU", bb, inputs, attrs),
+    "RNN": lambda bb, inputs, attrs: recurrent.convert("RNN", bb, inputs, attrs),
+}
