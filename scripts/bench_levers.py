@@ -4,7 +4,8 @@
     naive        the fused kernels as TVM lowers them (serial, unvectorised loop nests)
     default      + the default schedule (heuristic tiles, parallel, vectorised), weights in their ONNX layout
     default+pack + weights packed for the tiled access order at build time
-    +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds (what packages ship)
+    +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
+    +fast-math   + vectorisable exp/sigmoid/tanh/erf/softmax approximations (what packages ship)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 
@@ -21,18 +22,21 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def variants(plain, lowered):
-    """{name: scheduled module} for the four levels; `plain` is lowered without the graph algebra."""
+def variants(plain, algebra, lowered):
+    """{name: scheduled module} for the five levels; `plain` is lowered without the graph algebra and fast math,
+    `algebra` without fast math."""
     from tuner.lowering import pack_weights
     from tuner.tuning.default_schedule import schedule_untuned
 
     default, _ = schedule_untuned(plain.mod, plain.target)
+    with_algebra, _ = schedule_untuned(algebra.mod, algebra.target)
     full, _ = schedule_untuned(lowered.mod, lowered.target)
     return {
         "naive": plain.mod,
         "default": default,
         "default+pack": pack_weights(default, plain.target),
-        "+algebra": pack_weights(full, lowered.target),
+        "+algebra": pack_weights(with_algebra, algebra.target),
+        "+fast-math": pack_weights(full, lowered.target),
     }
 
 
@@ -60,7 +64,8 @@ def main(argv=None) -> int:
     for name in args.models:
         path, shapes, consts = resolve(name)
         prepared = prepare_model(path, shapes or None, consts or None)
-        plain = lower_prepared(prepared, spec, get_strategy("tvm"), algebra=False)
+        plain = lower_prepared(prepared, spec, get_strategy("tvm"), algebra=False, fast_math=False)
+        algebra = lower_prepared(prepared, spec, get_strategy("tvm"), fast_math=False)
         lowered = lower_prepared(prepared, spec, get_strategy("tvm"))
         feed = make_inputs(
             [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
@@ -68,7 +73,7 @@ def main(argv=None) -> int:
         sess = ort_session(prepared, threads)
         ref = sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})[0]
         vms, errors = {}, {}
-        for label, mod in variants(plain, lowered).items():
+        for label, mod in variants(plain, algebra, lowered).items():
             if label in args.skip.split(","):
                 continue
             ex = tvm.compile(mod, target=spec.tvm_target(), relax_pipeline="default_build")

@@ -79,14 +79,18 @@ class Lowered:
 
 
 def lower_prepared(
-    prepared: PreparedModel, target_spec: TargetSpec, strategy: FusionStrategy, algebra: bool = True
+    prepared: PreparedModel,
+    target_spec: TargetSpec,
+    strategy: FusionStrategy,
+    algebra: bool = True,
+    fast_math: bool = True,
 ) -> Lowered:
     from .lowering import import_for
 
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy)
     t1 = time.perf_counter()
-    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra)
+    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings)
 

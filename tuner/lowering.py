@@ -1,7 +1,7 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
     GraphAlgebra (BN folding, Sum -> add) -> DecomposeOpsForInference -> CanonicalizeBindings
-    -> [strategy graph passes] -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
+    -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
     -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
 
@@ -12,14 +12,21 @@ before grouping, so each operator is its own kernel.
 from __future__ import annotations
 
 from .algebra import GraphAlgebra
+from .fast_math import FastMath
 from .fusion import FusionStrategy
 
 
 def lower(
-    mod, target_spec, strategy: FusionStrategy, fuse_tir: bool = True, params: dict | None = None, algebra: bool = True
+    mod,
+    target_spec,
+    strategy: FusionStrategy,
+    fuse_tir: bool = True,
+    params: dict | None = None,
+    algebra: bool = True,
+    fast_math: bool = True,
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`
-    skips the graph algebra (for its ablation in scripts/bench_levers.py)."""
+    and `fast_math=False` skip those levers (for their ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -30,6 +37,8 @@ def lower(
     passes = [GraphAlgebra()] if algebra else []
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
+    if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
+        passes += [FastMath()]
     passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
     passes += strategy.kernel_passes(target)
     if fuse_tir and strategy.fuses:
