@@ -5,7 +5,7 @@
     default      + the default schedule (heuristic tiles, parallel, vectorised), weights in their ONNX layout
     default+pack + weights packed for the tiled access order at build time
     +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
-    +fast-math   + vectorisable exp/sigmoid/tanh/erf/softmax approximations (what packages ship)
+    +fast-math   + vectorisable exp/sigmoid/softmax approximations (what packages ship)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 

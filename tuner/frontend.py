@@ -236,6 +236,8 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
             f"{prepared.path}: ops TVM's ONNX frontend cannot convert: {listing}",
             hint="run `fusion-tuner check` for the full list",
         )
+    from .onnx_checks import attribute_problems
+
     bad = attribute_problems(prepared.model)
     if bad:
         first = bad[0]
@@ -286,66 +288,6 @@ def quiet_native_stderr():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
-
-
-# ops with a sliding window, and the attributes that must be positive
-_WINDOW_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"}
-
-
-def attribute_problems(model: onnx.ModelProto) -> list[dict]:
-    """Windowed ops whose attributes TVM would accept and turn into nonsense shapes (found by the fuzzer):
-    non-positive strides, dilations or kernels, negative pads, a window larger than its padded input.
-    [{op, nodes: [name], reason}]"""
-    shapes = _known_shapes(model)
-    out = []
-    for index, node in enumerate(model.graph.node):
-        if node.op_type not in _WINDOW_OPS:
-            continue
-        attrs = {a.name: list(a.ints) for a in node.attribute if a.type == onnx.AttributeProto.INTS}
-        reason = None
-        for name in ("strides", "dilations", "kernel_shape"):
-            if any(v < 1 for v in attrs.get(name, [])):
-                reason = f"{name} {attrs[name]} must be positive"
-        if reason is None and any(v < 0 for v in attrs.get("pads", [])):
-            reason = f"pads {attrs['pads']} must not be negative"
-        x = shapes.get(node.input[0]) if node.input else None
-        kernel = attrs.get("kernel_shape")
-        if kernel is None and node.op_type == "Conv" and len(node.input) > 1 and shapes.get(node.input[1]):
-            kernel = shapes[node.input[1]][2:]
-        auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
-        sized = node.op_type != "ConvTranspose" and auto_pad in ("NOTSET", "VALID")  # SAME pads to fit
-        if reason is None and sized and x and kernel and len(x) == len(kernel) + 2:
-            pads = attrs.get("pads", [0] * 2 * len(kernel))
-            dil = attrs.get("dilations", [1] * len(kernel))
-            for i, k in enumerate(kernel):
-                if (
-                    not isinstance(x[2 + i], int)
-                    or x[2 + i] <= 0
-                    or len(pads) != 2 * len(kernel)
-                    or len(dil) != len(kernel)
-                ):
-                    continue
-                span, have = dil[i] * (k - 1) + 1, x[2 + i] + pads[i] + pads[i + len(kernel)]
-                if span > have:
-                    reason = (
-                        f"window {span} (kernel {k}, dilation {dil[i]}) is larger than its padded input {have} "
-                        f"along spatial axis {i}"
-                    )
-                    break
-        if reason:
-            out.append({"op": node.op_type, "nodes": [node_label(node, index)], "reason": reason})
-    return out
-
-
-def _known_shapes(model: onnx.ModelProto) -> dict[str, list]:
-    """Static shapes by value name: inputs, initializers and whatever shape inference recorded."""
-    shapes = {}
-    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
-    for t in model.graph.initializer:
-        shapes[t.name] = list(t.dims)
-    return shapes
 
 
 def _apply_precision(mod, prepared: PreparedModel):

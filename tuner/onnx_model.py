@@ -19,6 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import TunerError
+from .onnx_checks import check_meaningful, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
 
 # Ops whose presence means shapes are computed inside the graph.
 _SHAPE_OPS = {"Shape", "Size"}
@@ -89,111 +90,9 @@ def load_onnx(path: str) -> onnx.ModelProto:
         ) from err
     if not model.graph.node and not model.graph.output:
         raise TunerError(f"{path}: parsed as ONNX but holds no graph", "the file is probably not an ONNX model")
-    _run_checker(model, path)
+    run_checker(model, path)
     check_meaningful(model, path)
     return model
-
-
-def _run_checker(model: onnx.ModelProto, path: str) -> None:
-    try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as err:
-        first = str(err).strip().splitlines()[0]
-        raise TunerError(
-            f"{path}: fails onnx.checker: {first}", "fix the exporter or the graph; TVM cannot import an invalid model"
-        ) from err
-    except UnicodeDecodeError as err:  # the checker decodes names as UTF-8 in its messages
-        raise TunerError(
-            f"{path}: a node, tensor or attribute name is not valid UTF-8 (byte {err.start})",
-            "the file is damaged; re-export it",
-        ) from err
-
-
-# element types a model's inputs may have: the numeric ones TVM builds and numpy can feed
-INPUT_DTYPES = {
-    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16,
-    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-    onnx.TensorProto.UINT8, onnx.TensorProto.BOOL,
-}  # fmt: skip
-MAX_INPUT_DIM = 2**31 - 1
-
-
-def _check_tensor_size(t: onnx.TensorProto, path: str) -> None:
-    """An initializer holds as many elements as its dims say (the checker does not look; numpy would raise)."""
-    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type in (
-        onnx.TensorProto.STRING,
-        onnx.TensorProto.UNDEFINED,
-    ):
-        return
-    want = 1
-    for d in t.dims:
-        if d < 0:
-            raise TunerError(f"{path}: initializer {t.name!r} has dimension {d}", "the file is damaged; re-export it")
-        want *= d
-    if t.raw_data:
-        try:
-            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-        except Exception:  # an element type numpy does not know: TVM's importer reports it
-            return
-        have = len(t.raw_data) / itemsize
-    else:
-        field = onnx.helper.tensor_dtype_to_field(t.data_type) if t.data_type in _FIELD_TYPES else None
-        if field is None:
-            return
-        have = len(getattr(t, field))
-        if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
-            have /= 2
-    if have != want and not (have == 0 and want == 0):
-        raise TunerError(
-            f"{path}: initializer {t.name!r} holds {have:g} elements, its dims {list(t.dims)} say {want}",
-            "the file is damaged; re-export it",
-        )
-
-
-_FIELD_TYPES = {
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-    onnx.TensorProto.UINT64, onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
-    onnx.TensorProto.UINT16, onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT16,
-}  # fmt: skip
-
-
-def check_meaningful(model: onnx.ModelProto, path: str) -> None:
-    """What the checker accepts but nothing can be built from: no outputs, an opset no onnx release defines,
-    inputs of element types we cannot feed or dimensions no tensor can have."""
-    if not model.graph.output:
-        raise TunerError(f"{path}: the graph has no outputs; a model without outputs computes nothing")
-    opset, newest = default_opset(model), onnx.defs.onnx_opset_version()
-    if opset > newest:
-        raise TunerError(
-            f"{path}: opset {opset} is newer than any this onnx {onnx.__version__} knows (up to {newest})",
-            "export with a released opset",
-        )
-    for t in model.graph.initializer:
-        _check_tensor_size(t, path)
-    inits = {t.name for t in model.graph.initializer}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or tt.elem_type not in INPUT_DTYPES:
-            kind = (
-                "non-tensor"
-                if not vi.type.HasField("tensor_type")
-                else onnx.TensorProto.DataType.Name(tt.elem_type)
-                if tt.elem_type in onnx.TensorProto.DataType.values()
-                else f"{tt.elem_type} (unknown)"
-            )
-            raise TunerError(
-                f"{path}: input {vi.name!r} has element type {kind}; "
-                "fusion-tuner builds models whose inputs are numeric tensors",
-                "export the model with float, integer or bool inputs",
-            )
-        for d in tt.shape.dim:
-            if d.HasField("dim_value") and not 0 <= d.dim_value <= MAX_INPUT_DIM:
-                raise TunerError(
-                    f"{path}: input {vi.name!r} has dimension {d.dim_value}; dimensions are 0 to {MAX_INPUT_DIM}",
-                    "fix the exported shape, or bind it with --input-shape",
-                )
 
 
 def _dtype_of(elem_type: int) -> str:
@@ -224,13 +123,6 @@ def graph_outputs(model: onnx.ModelProto) -> list[TensorInfo]:
     return [_tensor_info(vi) for vi in model.graph.output]
 
 
-def default_opset(model: onnx.ModelProto) -> int:
-    for op in model.opset_import:
-        if op.domain in ("", "ai.onnx"):
-            return op.version
-    return 1
-
-
 def iter_nodes(graph: onnx.GraphProto, prefix: str = ""):
     """All nodes, including those inside If/Loop/Scan bodies; yields (node, path of enclosing graphs)."""
     for node in graph.node:
@@ -241,10 +133,6 @@ def iter_nodes(graph: onnx.GraphProto, prefix: str = ""):
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for i, g in enumerate(attr.graphs):
                     yield from iter_nodes(g, f"{prefix}{node.name or node.op_type}/{attr.name}[{i}]/")
-
-
-def node_label(node: onnx.NodeProto, index: int) -> str:
-    return node.name or f"{node.op_type}_{index}"
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
@@ -413,7 +301,7 @@ def prepare_model(
         path = f"<memory:{source.graph.name or 'model'}>"
         model = onnx.ModelProto()
         model.CopyFrom(source)
-        _run_checker(model, path)
+        run_checker(model, path)
         check_meaningful(model, path)
         digest = hashlib.sha256(source.SerializeToString()).hexdigest()
     else:

@@ -1,9 +1,8 @@
 """Latency measured interleaved across variants, and a per-kernel time profile.
 
 Interleaving (variant A once, B once, ... repeated) spreads machine noise evenly over the variants, so their
-ratio is fair even when absolute times drift. The profile uses the VM's instrument hook, which fires before and
-after every call instruction: the time between the two for a kernel's symbol is that kernel's time (the hook's
-own Python cost sits outside that window). TVM 0.27 ships no Python VM profiler, so this is ours.
+ratio is fair even when absolute times drift. The profile is the runtime's (runtime.loader.profile_calls, the
+VM's instrument hook), restricted to the variant's kernels.
 """
 
 from __future__ import annotations
@@ -79,36 +78,6 @@ def interleaved_latency(
 
 def kernel_profile(runnable: Runnable, kernels: set[str], runs: int = 5) -> dict[str, dict]:
     """{kernel symbol: {"calls", "total_us", "mean_us"}} per inference, median over `runs` inferences."""
-    import tvm_ffi
+    from ..runtime.profile import profile_calls
 
-    current: dict[str, list[float]] = {}
-    start = {}
-
-    def instrument(func, symbol, before, ret, *args):
-        if symbol in kernels:
-            if before:
-                runnable.device.sync()
-                start[symbol] = time.perf_counter()
-            else:
-                runnable.device.sync()
-                current.setdefault(symbol, []).append((time.perf_counter() - start.pop(symbol)) * 1e6)
-        return 0  # VMInstrumentReturnKind.kNoOp: run the call as usual
-
-    runnable.vm.set_instrument(tvm_ffi.convert(instrument))
-    per_run = []
-    try:
-        runnable.vm["main"](*runnable.args)  # warm-up
-        for _ in range(runs):
-            current.clear()
-            runnable.vm["main"](*runnable.args)
-            per_run.append({k: list(v) for k, v in current.items()})
-    finally:
-        runnable.vm.set_instrument(tvm_ffi.convert(lambda *a: 0))
-    out = {}
-    for k in kernels:
-        totals = [sum(r.get(k, [])) for r in per_run]
-        calls = len(per_run[0].get(k, [])) if per_run else 0
-        if calls:
-            total = float(np.median(totals))
-            out[k] = {"calls": calls, "total_us": total, "mean_us": total / calls}
-    return out
+    return profile_calls(runnable.vm, runnable.device, lambda: runnable.vm["main"](*runnable.args), runs, kernels)

@@ -86,7 +86,7 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
     report.inputs = prepared.inputs
     if report.unsupported:
         return report  # a trial import would only repeat these
-    from ..frontend import attribute_problems
+    from ..onnx_checks import attribute_problems
 
     report.unsupported += attribute_problems(prepared.model)
     if report.unsupported:

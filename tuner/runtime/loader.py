@@ -17,17 +17,12 @@ import numpy as np
 
 from ..errors import TunerError
 from ..target import host_cpu_flags, required_cpu_features
+from .inputs import make_inputs, mib, spec_nbytes
 from .package import LIBRARY, read_package
+from .profile import profile_calls
 
 # CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
-
-
-def _mib(n) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n / 2**10:,.1f} KiB"
 
 
 def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str) -> TunerError | None:
@@ -35,27 +30,20 @@ def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str)
     if not _OUT_OF_MEMORY.search(str(err)):
         return None
     need = manifest.get("memory") or {}
-    io_bytes = sum(_nbytes(t) for t in manifest.get("inputs", []) + manifest.get("outputs", []))
+    io_bytes = sum(spec_nbytes(t) for t in manifest.get("inputs", []) + manifest.get("outputs", []))
     msg = f"{path}: out of memory on {'the GPU' if device.dlpack_device_type() == 2 else 'the host'} while {doing}"
     if need:
         msg += (
-            f"; one inference needs about {_mib(need['weights_bytes'])} of weights, "
-            f"{_mib(need['intermediate_bytes'])} of intermediates and {_mib(io_bytes)} of inputs and outputs"
+            f"; one inference needs about {mib(need['weights_bytes'])} of weights, "
+            f"{mib(need['intermediate_bytes'])} of intermediates and {mib(io_bytes)} of inputs and outputs"
         )
     try:
         total, free = device.total_global_memory, device.available_global_memory
         if total:
-            msg += f"; the device has {_mib(total)}" + (f", {_mib(free)} free" if free is not None else "")
+            msg += f"; the device has {mib(total)}" + (f", {mib(free)} free" if free is not None else "")
     except Exception:  # not every device type reports its memory
         pass
     return TunerError(msg, "free device memory (other processes), or rebuild for smaller inputs (--input-shape)")
-
-
-def _nbytes(spec: dict) -> int:
-    try:
-        return int(np.prod(spec["shape"])) * np.dtype(spec["dtype"]).itemsize
-    except (TypeError, ValueError):
-        return 0
 
 
 def _configure_threads(manifest: dict) -> None:
@@ -180,79 +168,19 @@ class Model:
         return times
 
     def profile(self, *args, repeat: int = 5, **kwargs) -> list[dict]:
-        """Time every call the VM makes (kernels and runtime built-ins), summed over `repeat` runs after a
-        warm-up: [{name, calls (per run), ms (per run), share}], slowest first. A Python hook wraps each call
-        (a few microseconds each), so totals read a little above `benchmark`; shares are what to look at."""
+        """Time every call the VM makes (kernels and runtime built-ins), median over `repeat` runs after a
+        warm-up: [{name, calls (per run), ms (per run), share}], slowest first."""
         tensors = self._to_device(self._bind(args, kwargs))
-        self._invoke(tensors)
-        totals: dict[str, list] = {}
-        started = {}
-
-        def hook(func, symbol, before, ret, *call_args):
-            if before:
-                started[symbol] = time.perf_counter()
-            else:
-                self._device.sync()
-                entry = totals.setdefault(str(symbol), [0, 0.0])
-                entry[0] += 1
-                entry[1] += time.perf_counter() - started.pop(symbol, time.perf_counter())
-            return 0  # VMInstrumentReturnKind.NO_OP: run the call as usual
-
-        self._vm.set_instrument(hook)
-        try:
-            for _ in range(repeat):
-                self._invoke(tensors)
-        finally:
-            self._vm.set_instrument(None)
-        whole = sum(t for _, t in totals.values()) or 1.0
+        per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat)
+        whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
-            {"name": name, "calls": calls // repeat, "ms": t / repeat * 1e3, "share": t / whole}
-            for name, (calls, t) in totals.items()
+            {"name": k, "calls": c["calls"], "ms": c["total_us"] / 1e3, "share": c["total_us"] / whole}
+            for k, c in per_call.items()
         ]
         return sorted(rows, key=lambda r: -r["ms"])
 
     def random_inputs(self, seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
         return make_inputs(self.inputs, seed=seed, fill=fill)
-
-
-def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
-    """Deterministic inputs for the given specs (integers small and non-negative: they are often indices)."""
-    _check_fits_in_memory(specs, fill)
-    rng = np.random.default_rng(seed)
-    out = {}
-    for spec in specs:
-        shape, dtype = tuple(spec["shape"]), np.dtype(spec["dtype"])
-        if fill == "zeros":
-            out[spec["name"]] = np.zeros(shape, dtype)
-        elif fill == "ones":
-            out[spec["name"]] = np.ones(shape, dtype)
-        elif dtype.kind in "iu" and "mask" in spec["name"].lower():
-            out[spec["name"]] = np.ones(shape, dtype)  # attention masks: attend everywhere
-        elif dtype.kind in "iu":
-            out[spec["name"]] = rng.integers(0, 2 if dtype.itemsize == 1 else 100, size=shape).astype(dtype)
-        elif dtype.kind == "b":
-            out[spec["name"]] = rng.integers(0, 2, size=shape).astype(dtype)
-        else:
-            out[spec["name"]] = rng.standard_normal(shape).astype(dtype)
-    return out
-
-
-def _check_fits_in_memory(specs: list[dict], fill: str) -> None:
-    """Refuse inputs larger than the free memory before numpy tries (random floats pass through float64)."""
-    need = 0
-    for spec in specs:
-        n = _nbytes(spec)
-        need += n * (3 if fill == "random" and np.dtype(spec["dtype"]).kind == "f" else 1)
-    try:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > free:
-        sizes = ", ".join(f"{s['name']} {s['dtype']}{list(s['shape'])} ({_mib(_nbytes(s))})" for s in specs)
-        raise TunerError(
-            f"generating the inputs needs about {_mib(need)}; this machine has {_mib(free)} free ({sizes})",
-            "rebuild with smaller --input-shape, or pass real inputs with --inputs",
-        )
 
 
 def check_compatible(manifest: dict, device: str | None, path: str) -> str:

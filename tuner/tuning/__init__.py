@@ -4,9 +4,10 @@ measurement, and the tuning-record database beside it."""
 from .builder import TENSOR_CORE_BUILD_CONFIG, fast_build, uses_tensor_cores
 from .candidates import SampledTask, build_candidates, sample_candidates
 from .knobs import Knobs
-from .loop import TaskState, TuneResult, tune
+from .loop import tune
 from .rpc import check_rpc, parse_rpc
 from .spaces import design_space, half_precision, reduced_space
+from .state import TaskState, TuneResult
 
 __all__ = [
     "TENSOR_CORE_BUILD_CONFIG",

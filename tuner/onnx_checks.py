@@ -1,0 +1,184 @@
+"""What onnx.checker accepts but nothing can be built from, found by the mutation fuzzer (devtools/fuzz.py):
+models without outputs, opsets no onnx release defines, inputs that cannot be fed, initializers whose data does
+not match their dims, names that are not UTF-8, and windowed ops whose attributes TVM would turn into nonsense
+shapes. `check` and `compile` share these, so check's verdict is compile's."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .errors import TunerError
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for op in model.opset_import:
+        if op.domain in ("", "ai.onnx"):
+            return op.version
+    return 1
+
+
+def run_checker(model: onnx.ModelProto, path: str) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        first = str(err).strip().splitlines()[0]
+        raise TunerError(
+            f"{path}: fails onnx.checker: {first}", "fix the exporter or the graph; TVM cannot import an invalid model"
+        ) from err
+    except UnicodeDecodeError as err:  # the checker decodes names as UTF-8 in its messages
+        raise TunerError(
+            f"{path}: a node, tensor or attribute name is not valid UTF-8 (byte {err.start})",
+            "the file is damaged; re-export it",
+        ) from err
+
+
+# element types a model's inputs may have: the numeric ones TVM builds and numpy can feed
+INPUT_DTYPES = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.BOOL,
+}  # fmt: skip
+MAX_INPUT_DIM = 2**31 - 1
+
+
+def _check_tensor_size(t: onnx.TensorProto, path: str) -> None:
+    """An initializer holds as many elements as its dims say (the checker does not look; numpy would raise)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type in (
+        onnx.TensorProto.STRING,
+        onnx.TensorProto.UNDEFINED,
+    ):
+        return
+    want = 1
+    for d in t.dims:
+        if d < 0:
+            raise TunerError(f"{path}: initializer {t.name!r} has dimension {d}", "the file is damaged; re-export it")
+        want *= d
+    if t.raw_data:
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+        except Exception:  # an element type numpy does not know: TVM's importer reports it
+            return
+        have = len(t.raw_data) / itemsize
+    else:
+        field = onnx.helper.tensor_dtype_to_field(t.data_type) if t.data_type in _FIELD_TYPES else None
+        if field is None:
+            return
+        have = len(getattr(t, field))
+        if t.data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
+            have /= 2
+    if have != want and not (have == 0 and want == 0):
+        raise TunerError(
+            f"{path}: initializer {t.name!r} holds {have:g} elements, its dims {list(t.dims)} say {want}",
+            "the file is damaged; re-export it",
+        )
+
+
+_FIELD_TYPES = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT64, onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+    onnx.TensorProto.UINT16, onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT16,
+}  # fmt: skip
+
+
+def check_meaningful(model: onnx.ModelProto, path: str) -> None:
+    """What the checker accepts but nothing can be built from: no outputs, an opset no onnx release defines,
+    inputs of element types we cannot feed or dimensions no tensor can have."""
+    if not model.graph.output:
+        raise TunerError(f"{path}: the graph has no outputs; a model without outputs computes nothing")
+    opset, newest = default_opset(model), onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise TunerError(
+            f"{path}: opset {opset} is newer than any this onnx {onnx.__version__} knows (up to {newest})",
+            "export with a released opset",
+        )
+    for t in model.graph.initializer:
+        _check_tensor_size(t, path)
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or tt.elem_type not in INPUT_DTYPES:
+            kind = (
+                "non-tensor"
+                if not vi.type.HasField("tensor_type")
+                else onnx.TensorProto.DataType.Name(tt.elem_type)
+                if tt.elem_type in onnx.TensorProto.DataType.values()
+                else f"{tt.elem_type} (unknown)"
+            )
+            raise TunerError(
+                f"{path}: input {vi.name!r} has element type {kind}; "
+                "fusion-tuner builds models whose inputs are numeric tensors",
+                "export the model with float, integer or bool inputs",
+            )
+        for d in tt.shape.dim:
+            if d.HasField("dim_value") and not 0 <= d.dim_value <= MAX_INPUT_DIM:
+                raise TunerError(
+                    f"{path}: input {vi.name!r} has dimension {d.dim_value}; dimensions are 0 to {MAX_INPUT_DIM}",
+                    "fix the exported shape, or bind it with --input-shape",
+                )
+
+
+# ops with a sliding window, and the attributes that must be positive
+_WINDOW_OPS = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"}
+
+
+def attribute_problems(model: onnx.ModelProto) -> list[dict]:
+    """Windowed ops whose attributes TVM would accept and turn into nonsense shapes (found by the fuzzer):
+    non-positive strides, dilations or kernels, negative pads, a window larger than its padded input.
+    [{op, nodes: [name], reason}]"""
+    shapes = _known_shapes(model)
+    out = []
+    for index, node in enumerate(model.graph.node):
+        if node.op_type not in _WINDOW_OPS:
+            continue
+        attrs = {a.name: list(a.ints) for a in node.attribute if a.type == onnx.AttributeProto.INTS}
+        reason = None
+        for name in ("strides", "dilations", "kernel_shape"):
+            if any(v < 1 for v in attrs.get(name, [])):
+                reason = f"{name} {attrs[name]} must be positive"
+        if reason is None and any(v < 0 for v in attrs.get("pads", [])):
+            reason = f"pads {attrs['pads']} must not be negative"
+        x = shapes.get(node.input[0]) if node.input else None
+        kernel = attrs.get("kernel_shape")
+        if kernel is None and node.op_type == "Conv" and len(node.input) > 1 and shapes.get(node.input[1]):
+            kernel = shapes[node.input[1]][2:]
+        auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
+        sized = node.op_type != "ConvTranspose" and auto_pad in ("NOTSET", "VALID")  # SAME pads to fit
+        if reason is None and sized and x and kernel and len(x) == len(kernel) + 2:
+            pads = attrs.get("pads", [0] * 2 * len(kernel))
+            dil = attrs.get("dilations", [1] * len(kernel))
+            for i, k in enumerate(kernel):
+                if (
+                    not isinstance(x[2 + i], int)
+                    or x[2 + i] <= 0
+                    or len(pads) != 2 * len(kernel)
+                    or len(dil) != len(kernel)
+                ):
+                    continue
+                span, have = dil[i] * (k - 1) + 1, x[2 + i] + pads[i] + pads[i + len(kernel)]
+                if span > have:
+                    reason = (
+                        f"window {span} (kernel {k}, dilation {dil[i]}) is larger than its padded input {have} "
+                        f"along spatial axis {i}"
+                    )
+                    break
+        if reason:
+            out.append({"op": node.op_type, "nodes": [node_label(node, index)], "reason": reason})
+    return out
+
+
+def _known_shapes(model: onnx.ModelProto) -> dict[str, list]:
+    """Static shapes by value name: inputs, initializers and whatever shape inference recorded."""
+    shapes = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info) + list(model.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    for t in model.graph.initializer:
+        shapes[t.name] = list(t.dims)
+    return shapes

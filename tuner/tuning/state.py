@@ -1,0 +1,50 @@
+"""What tuning reports: each task's state (trials, best latency, why it is skipped) and a run's result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .warm_start import WarmStart
+
+
+@dataclass
+class TaskState:
+    name: str
+    flops: float
+    weight: int
+    workload_hash: str
+    trials: int = 0
+    best_ms: float | None = None
+    skipped: str | None = None  # why it is not tuned
+    space: object = None  # the design space it is tuned in (set by with_design_space)
+    note: str | None = None  # e.g. tuned in a reduced design space
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / (self.best_ms * 1e-3) / 1e9 if self.best_ms and self.flops else None
+
+    def to_json(self):
+        return {
+            "task": self.name,
+            "flops": self.flops,
+            "weight": self.weight,
+            "trials": self.trials,
+            "best_ms": self.best_ms,
+            "gflops": self.gflops,
+            "skipped": self.skipped,
+            "note": self.note,
+            "workload_hash": self.workload_hash,
+        }
+
+
+@dataclass
+class TuneResult:
+    db_dir: str
+    tasks: list[TaskState]
+    trials_this_run: int
+    trials_total: int
+    wall_s: float
+    stopped: str  # budget | time | early-stopping | interrupted | nothing-to-do
+    shared_workloads: int = 0
+    repairs: list = field(default_factory=list)
+    warm: WarmStart | None = None
