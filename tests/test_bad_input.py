@@ -55,11 +55,11 @@ def test_checker_failure(tmp_path):
 
 
 def test_unsupported_ops_compile_lists_nodes(tmp_path):
-    from test_check import lstm_in_if_model
+    from test_check import unsupported_in_if_model
 
-    p = lstm_in_if_model(tmp_path / "lstm.onnx")
+    p = unsupported_in_if_model(tmp_path / "celu.onnx")
     r = run_cli("compile", p, "--target", "llvm", "-o", str(tmp_path / "o.ftpkg"))
-    assert_clean_error(r, "LSTM", "branch/else_branch/rnn/LSTM")
+    assert_clean_error(r, "Celu", "branch/else_branch/act/Celu")
 
 
 def test_dynamic_dims_without_input_shape(mlp, tmp_path):

@@ -33,7 +33,7 @@ print(json.dumps({"heavy": heavy}))
 
 def test_manifest_is_complete(cnn_package, cnn):
     manifest, members = read_package(cnn_package)
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     assert manifest["model"]["file"] == "cnn.onnx" and len(manifest["model"]["sha256"]) == 64
     assert manifest["inputs"] == [{"name": "input", "shape": [1, 3, 32, 32], "dtype": "float32"}]
     assert manifest["outputs"] == [{"name": "probs", "shape": [1, 10], "dtype": "float32"}]

@@ -85,6 +85,22 @@ _FIELD_TYPES = {
 }  # fmt: skip
 
 
+def _check_types(model: onnx.ModelProto, path: str) -> None:
+    """Element types every node accepts (a Conv on int64, float weights on a float16 input): ONNX's type check,
+    which the plain checker skips. Only type errors count; shape inference may legitimately give up elsewhere."""
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError as err:
+        msg = str(err).strip().splitlines()[0]
+        if "type" in msg.lower() and any(k in msg for k in ("unsupported type", "inconsistent type", "different type")):
+            raise TunerError(
+                f"{path}: {msg.replace('[ShapeInferenceError] ', '')}",
+                "the node's inputs have element types its ONNX schema does not allow; fix the export",
+            ) from None
+    except Exception:  # anything else is shape inference's own limit, not the model's fault
+        pass
+
+
 def check_meaningful(model: onnx.ModelProto, path: str) -> None:
     """What the checker accepts but nothing can be built from: no outputs, an opset no onnx release defines,
     inputs of element types we cannot feed or dimensions no tensor can have."""
@@ -98,6 +114,7 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
         )
     for t in model.graph.initializer:
         _check_tensor_size(t, path)
+    _check_types(model, path)
     inits = {t.name for t in model.graph.initializer}
     for vi in model.graph.input:
         if vi.name in inits:

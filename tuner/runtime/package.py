@@ -180,7 +180,9 @@ def read_package(path: str) -> tuple[dict, dict[str, bytes]]:
     except TunerError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError) as err:
-        raise TunerError(f"{path}: not a readable package ({type(err).__name__}: {err})", damaged) from err
+        raise TunerError(
+            f"{path}: not a fusion-tuner package, or a damaged one ({type(err).__name__}: {err})", damaged
+        ) from err
     except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
         raise TunerError(f"{path}: damaged manifest ({err})", "rebuild the package") from err
     except OSError as err:
