@@ -180,3 +180,15 @@ def test_run_profile_shows_kernels_and_onnxruntime_nodes(cnn_package, cnn):
     assert launched and all(any(n.startswith(k) for k in manifest["kernel_names"]) for n in launched), names
     assert abs(sum(k["share"] for k in prof["kernels"]) - 1) < 1e-6
     assert {"Conv"} <= {n["op"] for n in prof["onnxruntime"]} and all(n["ms"] >= 0 for n in prof["onnxruntime"])
+
+
+def test_info_describes_a_package_without_loading_it(tuned_mlp):
+    _, db, pkg = tuned_mlp
+    r = run_cli("info", pkg, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    manifest, _ = read_package(pkg)
+    assert doc["kernels"] == manifest["kernels"] and doc["tuned_kernels"] >= 1 and doc["tuning_db"] == db
+    assert doc["inputs"][0]["shape"] == [16, 32] and doc["target"] == manifest["target"]["key"]
+    r = run_cli("info", pkg)
+    assert r.returncode == 0 and "tuned" in r.stdout and "x:16x32" not in r.stdout

@@ -7,6 +7,7 @@ COMMANDS = {
     "check": "validate an ONNX model and list everything that would stop a build",
     "compile": "build an ONNX model into one deployable package (.ftpkg)",
     "run": "run a package: latency table, and verification against ONNX Runtime",
+    "info": "what a package is: model, target, fusion, tuned kernels, inputs, outputs, memory (nothing is run)",
     "plan": "show the fusion plan: which ONNX nodes go into which kernel, and why boundaries were drawn",
     "tune-model": "tune every fused kernel with MetaSchedule, then build the tuned package",
     "db": "inspect or merge tuning databases",

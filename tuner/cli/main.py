@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "check": "check",
     "compile": "compile",
     "run": "run",
+    "info": "info",
     "plan": "plan",
     "tune-model": "tune_model",
     "db": "db",
@@ -27,7 +28,7 @@ SUBCOMMANDS = {
 def _usage() -> str:
     lines = [f"usage: {H.PROG} COMMAND [options]", "", H.DESCRIPTION, "", "commands:"]
     lines += [f"  {name:<11} {H.COMMANDS[name]}" for name in SUBCOMMANDS if _available(name)]
-    lines += ["", f"`{H.PROG} COMMAND --help` for a command's options.", "", "exit codes:"]
+    lines += ["", f"`{H.PROG} COMMAND --help` for a command's options; `{H.PROG} --version`.", "", "exit codes:"]
     lines += [f"  {code:<4} {meaning}" for code, meaning in H.EXIT_CODES.items()]
     return "\n".join(lines)
 

@@ -1,0 +1,77 @@
+"""`fusion-tuner info model.ftpkg`: what a package is, from its manifest, without loading its library."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+from . import help as H
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{H.PROG} info", description=H.COMMANDS["info"])
+    p.add_argument("package", help="a .ftpkg built by compile or tune-model")
+    common.add_output_flags(p)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from ..runtime.package import read_package
+
+    manifest, members = read_package(args.package)  # digest, schema and checksums: nothing is loaded
+    doc = describe(args.package, manifest, members)
+    if args.json:
+        common.print_json(doc)
+    else:
+        render(doc)
+    return 0
+
+
+def describe(path: str, m: dict, members: dict) -> dict:
+    db = m.get("tuning_db") or {}
+    return {
+        "package": path,
+        "model": m["model"],
+        "inputs": m["inputs"],
+        "outputs": m["outputs"],
+        "target": m["target"]["key"],
+        "num_threads": m.get("num_threads"),
+        "fusion": m["fusion"],
+        "precision": m.get("precision", "float32"),
+        "kernels": m["kernels"],
+        "tuned_kernels": db.get("applied", 0),
+        "default_scheduled": len(m.get("default_scheduled") or []),
+        "tuning_db": db.get("db") or db.get("path"),
+        "tvm_version": m["tvm_version"],
+        "built_at": m.get("built_at"),
+        "build_seconds": m.get("build_seconds"),
+        "cuda_graph_regions": m.get("cuda_graph_regions"),
+        "memory": m.get("memory"),
+        "members": {name: meta["bytes"] for name, meta in m["members"].items()},
+    }
+
+
+def render(doc: dict) -> None:
+    from ..onnx_model import format_shape
+
+    con = common.console()
+    con.print(f"[bold]{doc['package']}[/]: {doc['model']['file']} (sha256 {doc['model']['sha256'][:12]}…)")
+    con.print(
+        f"  built for {doc['target']} ({doc['num_threads']} threads), fusion={doc['fusion']}, {doc['precision']}, "
+        f"TVM {doc['tvm_version']}, {doc['built_at']} in {doc['build_seconds']} s"
+    )
+    con.print(
+        f"  {doc['kernels']} distinct kernels: {doc['tuned_kernels']} tuned"
+        + (f" (database {doc['tuning_db']})" if doc["tuning_db"] else "")
+        + f", {doc['default_scheduled']} on default schedules"
+    )
+    for side in ("inputs", "outputs"):
+        con.print(f"  {side}: " + ", ".join(f"{t['name']} {t['dtype']}[{format_shape(t['shape'])}]" for t in doc[side]))
+    mem = doc.get("memory") or {}
+    if mem:
+        con.print(
+            f"  memory: {mem.get('weights_bytes', 0) / 2**20:.1f} MiB weights, "
+            f"{mem.get('intermediate_bytes', 0) / 2**20:.1f} MiB intermediates per inference"
+        )
+    con.print("  members: " + ", ".join(f"{n} ({b / 2**20:.1f} MiB)" for n, b in doc["members"].items()))
