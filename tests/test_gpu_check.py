@@ -42,10 +42,14 @@ def test_gpu_check_build_only(cnn, transformer, tmp_path):
         "tuning_candidates_build_only",
         "float16_tensor_cores",
         "compare_fused_unfused",
+        "cuda_graphs",
     }
     assert all(s["ok"] for s in steps.values())
+    graphs = steps["cuda_graphs"]
+    assert graphs["with"]["graph_calls"] > 0 and graphs["without"]["graph_calls"] == 0
     assert steps["compile_verify_cnn"]["device_code"]["arch"] == "sm_90"
-    assert "cut launches 28 → 7" in steps["compare_fused_unfused"]["verdict"]
+    # 16 unfused: batch-norms are folded into the convs before any strategy runs
+    assert "cut launches 16 → 7" in steps["compare_fused_unfused"]["verdict"]
     assert (tmp_path / "compare" / "report.html").exists()
     [task] = steps["tuning_candidates_build_only"]["tasks"]
     assert task["candidates"] > 0 and task["built"] == task["thread_bound"] == task["candidates"]
