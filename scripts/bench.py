@@ -130,7 +130,7 @@ def bench_model(name, args, threads) -> dict:
         )
         row["warm_wall_s"] = round(time.time() - t0, 1)
         row["warm_trials"] = s["trials"]
-        row["warm_reused"] = s.get("warm_start", {}).get("workloads", 0)
+        row["warm_reused"] = (s.get("warm_start") or {}).get("workloads", 0)
         row["warm_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs["warm"] = f"{out}/warm.ftpkg"
     models = {k: load(p) for k, p in pkgs.items()}
