@@ -63,7 +63,9 @@ def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
         env={"FUSION_TUNER_SCHEDULES": str(lib)},
     )
     assert r.returncode == 0, r.stderr
-    warm = json.loads(r.stdout)["warm_start"]
+    summary_warm = json.loads(r.stdout)
+    warm = summary_warm["warm_start"]
+    assert summary_warm["shared_workloads"] == 0  # the library's kernels are the warm start, not "other models"
     assert warm["source"] == str(lib / key)
     tuned_tasks = {t["workload_hash"] for t in summary["tasks"] if t["trials"]}
     assert warm["workloads"] == len(tuned_tasks) == curated["workloads"]

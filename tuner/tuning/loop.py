@@ -103,7 +103,7 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     D.write_manifest(db_dir, manifest)  # before the first record: records never exist without their target
     extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
     warm = warm_start(db, db_dir, extracted, warm_from, target_spec)
-    states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key)
+    states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key, warm.hashes)
     tunable = with_design_space(tunable, target_spec, fused_mod)
     done_before = sum(st.trials for _, st in tunable) if resume else 0
     budget = max(0, knobs.trials - done_before)
@@ -121,8 +121,9 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     return TuneResult(db_dir, states, spent, total_trials, time.time() - run.start, stopped, shared, repairs, warm)
 
 
-def _task_states(extracted, db_dir, knobs, manifest, model_key):
-    """(every task's state, the (task, state) pairs to tune, tasks whose records another model made)."""
+def _task_states(extracted, db_dir, knobs, manifest, model_key, warm_hashes=frozenset()):
+    """(every task's state, the (task, state) pairs to tune, tasks whose records another model made; kernels
+    started from the schedules/ library are reported as the warm start, not here)."""
     import tvm_ffi
 
     hashes, counts = D.workload_hashes(db_dir), D.record_counts(db_dir)
@@ -133,7 +134,7 @@ def _task_states(extracted, db_dir, knobs, manifest, model_key):
         if h in hashes:
             c = counts.get(hashes.index(h), {})
             st.trials, st.best_ms = c.get("trials", 0), (c["best_s"] * 1e3 if c.get("best_s") else None)
-            if st.trials and model_key not in manifest.get("models", {}):
+            if st.trials and model_key not in manifest.get("models", {}) and h not in warm_hashes:
                 shared += 1
         st.skipped = _selected(t.task_name, knobs) or (
             f"trivial ({st.flops:.0f} FLOPs < {knobs.trivial_flops:.0f}): default schedule"

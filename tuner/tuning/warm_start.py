@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import TunerError
 from . import database as D
@@ -30,6 +30,7 @@ class WarmStart:
     workloads: int = 0
     records: int = 0
     cost_model: bool = False
+    hashes: set = field(default_factory=set)  # structural hashes of the kernels started from the library
 
     def to_json(self) -> dict:
         return {
@@ -95,6 +96,7 @@ def warm_start(db, db_dir: str, tasks, source: str | None, target_spec) -> WarmS
 
 
 def _copy_best(db, db_dir, tasks, source, target_spec, out: WarmStart) -> WarmStart:
+    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
     src, _, _ = D.open_database(source, target_spec)  # refuses another target's folder
@@ -112,6 +114,7 @@ def _copy_best(db, db_dir, tasks, source, target_spec, out: WarmStart) -> WarmSt
             )
         out.workloads += 1
         out.records += len(best)
+        out.hashes.add(str(tvm_ffi.structural_hash(mod)))
     model_src, model_dst = os.path.join(source, D.COST_MODEL), os.path.join(db_dir, D.COST_MODEL)
     if os.path.exists(model_src) and not os.path.exists(model_dst):
         shutil.copyfile(model_src, model_dst + ".tmp")
