@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--trials", type=int, default=400)
-    ap.add_argument("--max-delay", type=float, default=40.0, help="seconds after start of the latest kill")
+    ap.add_argument("--min-delay", type=float, default=20.0, help="seconds after start of the earliest kill")
+    ap.add_argument("--max-delay", type=float, default=60.0, help="seconds after start of the latest kill")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import make_models
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "2")}
     rows, before = [], 0
     for k in range(args.kills):
-        delay = rng.uniform(3.0, args.max_delay)
+        delay = rng.uniform(args.min_delay, args.max_delay)
         proc = subprocess.Popen(
             tune_cmd(model, db, os.path.join(work, "m.ftpkg"), args.trials),
             env=env,
