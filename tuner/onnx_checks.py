@@ -114,7 +114,6 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
         )
     for t in model.graph.initializer:
         _check_tensor_size(t, path)
-    _check_types(model, path)
     inits = {t.name for t in model.graph.initializer}
     for vi in model.graph.input:
         if vi.name in inits:
@@ -139,6 +138,7 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
                     f"{path}: input {vi.name!r} has dimension {d.dim_value}; dimensions are 0 to {MAX_INPUT_DIM}",
                     "fix the exported shape, or bind it with --input-shape",
                 )
+    _check_types(model, path)  # last: the input checks above name the input, this names the node
 
 
 # ops with a sliding window, and the attributes that must be positive
