@@ -47,12 +47,11 @@ def resolve(name: str):
 def ort_session(prepared, threads: int):
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(prepared.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from tuner.reference import timing_options
+
+    return ort.InferenceSession(
+        prepared.model.SerializeToString(), timing_options(threads), providers=["CPUExecutionProvider"]
+    )
 
 
 def interleaved(runners: dict, rounds: int) -> dict:

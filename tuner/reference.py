@@ -95,11 +95,9 @@ def compare_outputs(
     }
 
 
-def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: int | None):
-    """A callable that runs the model once in ONNX Runtime (all graph optimisations, no spin-waiting: the
-    settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
-    import time
-
+def timing_options(threads: int | None):
+    """ONNX Runtime as a timing reference: all graph optimisations, the package's threads, no spin-waiting
+    (scripts/bench.py's settings)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -109,7 +107,17 @@ def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: i
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    return opts
+
+
+def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: int | None):
+    """A callable that runs the model once in ONNX Runtime (all graph optimisations, no spin-waiting: the
+    settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
+    import time
+
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_path, timing_options(threads), providers=["CPUExecutionProvider"])
     feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
 
     def run() -> float:
@@ -129,13 +137,7 @@ def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads:
     import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="ft-ortprof-") as tmp:
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
+        opts = timing_options(threads)
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tmp, "ort")
         sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
