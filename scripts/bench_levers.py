@@ -5,7 +5,8 @@
     default      + the default schedule (heuristic tiles, parallel, vectorised), weights in their ONNX layout
     default+pack + weights packed for the tiled access order at build time
     +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
-    +fast-math   + vectorisable exp/sigmoid/softmax approximations (what packages ship)
+    +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
+    +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 
@@ -48,13 +49,16 @@ def main(argv=None) -> int:
     from scripts.bench import ort_session, resolve
     from tuner.build import lower_prepared
     from tuner.fusion import get_strategy
+    from tuner.lowering import pack_weights
     from tuner.onnx_model import prepare_model
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
+    from tuner.tuning.default_schedule import schedule_untuned
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--layouts", default="nhwc,nchwc", help="conv layouts to add to +fast-math (comma-separated)")
     ap.add_argument("--skip", default="", help="variants not to build or time (comma-separated, e.g. naive)")
     args = ap.parse_args(argv)
     spec = resolve_target("llvm")
@@ -73,7 +77,11 @@ def main(argv=None) -> int:
         sess = ort_session(prepared, threads)
         ref = sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})[0]
         vms, errors = {}, {}
-        for label, mod in variants(plain, algebra, lowered).items():
+        built = variants(plain, algebra, lowered)
+        for layout in filter(None, args.layouts.split(",")):
+            relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
+            built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
+        for label, mod in built.items():
             if label in args.skip.split(","):
                 continue
             ex = tvm.compile(mod, target=spec.tvm_target(), relax_pipeline="default_build")

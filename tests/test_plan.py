@@ -11,7 +11,7 @@ from tuner.plan import build_plan
 
 
 def test_cnn_groups_conv_act_with_bn_folded(cnn):
-    plan = build_plan(cnn, target="llvm", fusion="tvm")
+    plan = build_plan(cnn, target="llvm", fusion="tvm", layout="nchw")  # ONNX's layout: no transposes
     groups = [g.onnx_nodes for g in plan.groups]
     # batch-norms are folded into their convs before fusion (as ONNX Runtime does)
     assert groups[0] == ["stem/conv", "stem/relu"]
@@ -28,7 +28,7 @@ def test_cnn_groups_conv_act_with_bn_folded(cnn):
 def test_mobilenet_block_maps_every_kernel_to_onnx_nodes(models_dir, fusion):
     """Issue 16, defect 13: on Conv+BN+HardSwish and squeeze-excitation blocks `patterns` mapped no kernel to a
     node (a residual pattern took HardSwish's `+ 3`, and a two-output group lost the data flow after it)."""
-    plan = build_plan(str(models_dir / "mobilenet_block.onnx"), target="llvm", fusion=fusion)
+    plan = build_plan(str(models_dir / "mobilenet_block.onnx"), target="llvm", fusion=fusion, layout="nchw")
     groups = [g.onnx_nodes for g in plan.groups]
     assert all(groups), groups
     flat = [n for g in groups for n in g]

@@ -28,6 +28,7 @@ class BuildResult:
     db_info: dict | None = None
     timings: dict = field(default_factory=dict)
     default_scheduled: list = field(default_factory=list)  # CPU kernels without a record: cheap default schedule
+    layout: str = "nchw"  # of the convolutions (tuner/layout.py)
 
     @property
     def num_kernels(self) -> int:
@@ -76,6 +77,7 @@ class Lowered:
     mod: object  # fused IRModule, unscheduled
     provenance: object
     timings: dict = field(default_factory=dict)
+    layout: str = "nchw"
 
 
 def lower_prepared(
@@ -84,15 +86,18 @@ def lower_prepared(
     strategy: FusionStrategy,
     algebra: bool = True,
     fast_math: bool = True,
+    layout: str = "auto",
 ) -> Lowered:
+    from .layout import resolve_layout
     from .lowering import import_for
 
+    layout = resolve_layout(layout, target_spec)
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy)
     t1 = time.perf_counter()
-    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math)
+    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math, layout=layout)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
-    return Lowered(prepared, target_spec, strategy, fused, provenance, timings)
+    return Lowered(prepared, target_spec, strategy, fused, provenance, timings, layout)
 
 
 def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> tuple[object, dict | None, list[str]]:
@@ -160,6 +165,7 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None, cuda_graph: bool 
         db_info,
         timings,
         defaulted,
+        lowered.layout,
     )
 
 
@@ -197,9 +203,10 @@ def build_prepared(
     strategy: FusionStrategy,
     db_dir: str | None = None,
     cuda_graph: bool = True,
+    layout: str = "auto",
 ) -> BuildResult:
     """Lower and build in one go (commands that build once)."""
-    return build_lowered(lower_prepared(prepared, target_spec, strategy), db_dir, cuda_graph)
+    return build_lowered(lower_prepared(prepared, target_spec, strategy, layout=layout), db_dir, cuda_graph)
 
 
 def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
@@ -232,6 +239,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "tvm_version": tvm.__version__,
         "tvm_ffi_version": tvm_ffi.__version__,
         "fusion": result.strategy.name,
+        "layout": result.layout,
         "precision": p.precision,
         "kernels": result.num_kernels,
         "kernel_names": [k.kernel for k in result.kernels],

@@ -14,6 +14,8 @@ from __future__ import annotations
 from .algebra import GraphAlgebra
 from .fast_math import FastMath
 from .fusion import FusionStrategy
+from .layout import ConvertConvLayout, legalize_map, resolve_layout
+from .tuning.default_schedule import vector_lanes
 
 
 def lower(
@@ -24,6 +26,7 @@ def lower(
     params: dict | None = None,
     algebra: bool = True,
     fast_math: bool = True,
+    layout: str = "auto",
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`
     and `fast_math=False` skip those levers (for their ablation in scripts/bench_levers.py)."""
@@ -35,11 +38,18 @@ def lower(
         params = None
     target = target_spec.tvm_target()
     passes = [GraphAlgebra()] if algebra else []
+    layout = resolve_layout(layout, target_spec)
+    if layout != "nchw":
+        passes += [ConvertConvLayout(layout, vector_lanes(target_spec))]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
         passes += [FastMath()]
-    passes += [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant()]
+    passes += [
+        relax.transform.LegalizeOps(legalize_map()),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+    ]
     passes += strategy.kernel_passes(target)
     if fuse_tir and strategy.fuses:
         passes += [relax.transform.FuseTIR()]

@@ -29,6 +29,10 @@ def add_fusion_arg(p: argparse.ArgumentParser, default: str = "tvm") -> None:
     p.add_argument("--fusion", default=default, help=H.FUSION.format(known=", ".join(known_strategies())))
 
 
+def add_layout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--layout", default="auto", choices=["auto", "nchw", "nhwc", "nchwc"], help=H.LAYOUT)
+
+
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help=H.JSON)
     p.add_argument("--debug", action="store_true", help=H.DEBUG)

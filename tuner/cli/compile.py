@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
+    common.add_layout_arg(p)
     p.add_argument("--db", help=H.DB)
     p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
     common.add_output_flags(p)
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> int:
         args.output,
         target=args.target,
         fusion=args.fusion,
+        layout=args.layout,
         db=args.db,
         shapes=shapes,
         consts=consts,

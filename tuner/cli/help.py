@@ -27,6 +27,10 @@ DTYPE = (
     "compute precision: float32 (as exported, default) or float16 (fp16 compute with fp32 accumulation in "
     "matmul/conv; on CUDA this enables tensor cores). Verification against ONNX Runtime loosens to match"
 )
+LAYOUT = (
+    "layout of the convolutions: auto (nhwc on CPU, nchw on CUDA), nchw (ONNX's), nhwc, or nchwc (channel blocks "
+    "of one vector, as ONNX Runtime's MLAS)"
+)
 FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
 RPC = (
     "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "

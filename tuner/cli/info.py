@@ -38,6 +38,7 @@ def describe(path: str, m: dict, members: dict) -> dict:
         "target": m["target"]["key"],
         "num_threads": m.get("num_threads"),
         "fusion": m["fusion"],
+        "layout": m.get("layout", "nchw"),  # packages before layouts were chosen are NCHW
         "precision": m.get("precision", "float32"),
         "kernels": m["kernels"],
         "tuned_kernels": db.get("applied", 0),
@@ -58,7 +59,8 @@ def render(doc: dict) -> None:
     con = common.console()
     con.print(f"[bold]{doc['package']}[/]: {doc['model']['file']} (sha256 {doc['model']['sha256'][:12]}…)")
     con.print(
-        f"  built for {doc['target']} ({doc['num_threads']} threads), fusion={doc['fusion']}, {doc['precision']}, "
+        f"  built for {doc['target']} ({doc['num_threads']} threads), fusion={doc['fusion']}, "
+        f"layout={doc['layout']}, {doc['precision']}, "
         f"TVM {doc['tvm_version']}, {doc['built_at']} in {doc['build_seconds']} s"
     )
     con.print(

@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
+    common.add_layout_arg(p)
     p.add_argument("--json", dest="json_file", metavar="FILE", help="write the plan as JSON ('-' for stdout)")
     p.add_argument("--svg", metavar="FILE", help="draw the ONNX graph with fused groups as boxes (needs Graphviz)")
     p.add_argument("--debug", action="store_true", help=H.DEBUG)
@@ -26,7 +27,13 @@ def main(argv: list[str]) -> int:
     from ..plan import build_plan, render_svg
 
     plan = build_plan(
-        args.model, target=args.target, fusion=args.fusion, shapes=shapes, consts=consts, precision=args.dtype
+        args.model,
+        target=args.target,
+        fusion=args.fusion,
+        shapes=shapes,
+        consts=consts,
+        precision=args.dtype,
+        layout=args.layout,
     )
     if args.json_file == "-":
         common.print_json(plan.to_json())

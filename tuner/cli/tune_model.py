@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
+    common.add_layout_arg(p)
     p.add_argument(
         "--trials",
         type=int,
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> int:
         args.output,
         target=args.target,
         fusion=args.fusion,
+        layout=args.layout,
         knobs=knobs,
         db=args.db,
         resume=args.resume,

@@ -6,6 +6,7 @@ import time
 
 from ..build import BuildResult, build_prepared, write_build
 from ..fusion import get_strategy
+from ..layout import resolve_layout
 from ..onnx_model import prepare_model
 from ..runtime.package import check_writable
 from ..target import resolve_target
@@ -21,13 +22,15 @@ def compile_model(
     consts: dict | None = None,
     precision: str | None = None,
     cuda_graph: bool = True,
+    layout: str = "auto",
 ) -> tuple[BuildResult, dict]:
     """The `compile` command's work: returns the build and the manifest written to `output`."""
     strategy = get_strategy(fusion)
     target_spec = resolve_target(target)
+    resolve_layout(layout, target_spec)  # refuse a bad layout before any work
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
-    result = build_prepared(prepared, target_spec, strategy, db, cuda_graph)
+    result = build_prepared(prepared, target_spec, strategy, db, cuda_graph, layout)
     manifest = write_build(result, output, time.perf_counter() - t0)
     return result, manifest

@@ -24,12 +24,14 @@ def tune_model(
     verify: bool = True,
     verbose: bool = False,
     precision: str | None = None,
+    layout: str = "auto",
 ) -> dict:
     """Prepare and lower the model once, tune its kernels into the database (warm-started from `schedules`, see
     tuning.warm_start), build the tuned package, time it against the untuned build in memory and verify it
     against ONNX Runtime."""
     from ..build import build_lowered, lower_prepared, write_build
     from ..fusion import get_strategy
+    from ..layout import resolve_layout
     from ..onnx_model import prepare_model
     from ..runtime.package import check_writable
     from ..target import resolve_target
@@ -43,6 +45,7 @@ def tune_model(
     quiet_tvm_logs(verbose)
     strategy = get_strategy(fusion)
     spec = resolve_target(target)
+    resolve_layout(layout, spec)  # refuse a bad layout before any work
     measure_here = _check_measurement(spec, knobs)
     check_writable(output)
     t0 = time.perf_counter()
@@ -51,7 +54,7 @@ def tune_model(
     if os.path.isdir(db_dir):
         check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
     warm_from = resolve_schedules(schedules, spec)
-    lowered = lower_prepared(prepared, spec, strategy)
+    lowered = lower_prepared(prepared, spec, strategy, layout=layout)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
     summary = _summary(model, spec, strategy, prepared, db_dir, result)
@@ -61,6 +64,7 @@ def tune_model(
     manifest = write_build(tuned, output, time.perf_counter() - t0)
     summary.update(
         package=output,
+        layout=lowered.layout,
         applied=tuned.db_info["applied"],
         kernels=tuned.db_info["kernels"],
         default_schedules=tuned.db_info["untuned"],

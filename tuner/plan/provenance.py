@@ -17,7 +17,13 @@ from .reasons import base_name, boundaries
 
 
 def build_plan(
-    model: str, target: str = "llvm", fusion: str = "tvm", shapes=None, consts=None, precision: str | None = None
+    model: str,
+    target: str = "llvm",
+    fusion: str = "tvm",
+    shapes=None,
+    consts=None,
+    precision: str | None = None,
+    layout: str = "auto",
 ) -> FusionPlan:
     """Import, lower unfused and grouped, match the groups back to ONNX nodes, and say why each boundary is there."""
     from ..frontend import import_to_relax
@@ -30,9 +36,9 @@ def build_plan(
     spec = resolve_target(target)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     mod, _, prov = import_to_relax(prepared)
-    unfused = lower(mod, spec, get_strategy("none"))
+    unfused = lower(mod, spec, get_strategy("none"), layout=layout)
     smod, params, _ = import_for(prepared, strategy)
-    grouped = lower(smod, spec, strategy, fuse_tir=False, params=params)
+    grouped = lower(smod, spec, strategy, fuse_tir=False, params=params, layout=layout)
     groups = ProvenanceMatcher(unfused, grouped, prov).groups()
     launched = set(_launched_vars(grouped))
     for g in groups:
@@ -285,9 +291,15 @@ def _unique_ids(func) -> list[str]:
 
 def _launched_vars(mod) -> list[str]:
     """Bindings of main that still launch something after reshapes become views, as `name#position` ids
-    (RewriteDataflowReshape rewrites values in place, so positions match the module it was given)."""
+    (RewriteDataflowReshape rewrites values in place, so positions match the module it was given). Groups are
+    fused into PrimFuncs first, as the build does: a group of transposes and reshapes that only moves size-1 axes
+    (NHWC's (1,1,1,C) -> (1,C)) is a view once it is one PrimFunc with its blocks inlined, as every schedule does."""
     from tvm import relax
 
+    try:
+        mod = _inline_injective(relax.transform.FuseTIR()(mod))  # in place: one binding per group call
+    except Exception:  # a module FuseTIR cannot take is counted group by group
+        pass
     main = relax.transform.RewriteDataflowReshape()(mod)["main"]
     bindings = [b for blk in main.body.blocks for b in blk.bindings]
     return [
@@ -296,3 +308,30 @@ def _launched_vars(mod) -> list[str]:
         if isinstance(b.value, relax.Call)
         and (isinstance(b.value.op, relax.GlobalVar) or getattr(b.value.op, "name", "") == "relax.call_tir")
     ]
+
+
+def _inline_injective(mod):
+    """Each injective PrimFunc with its intermediate blocks inlined into the last (what the default and tuned
+    schedules do first), so RewriteDataflowReshape sees the reshape it is."""
+    import tvm
+    from tvm.s_tir import Schedule
+
+    out = mod
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        try:
+            sch = Schedule(func)
+            blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        except Exception:  # no root block to read (an opaque kernel)
+            continue
+        if any(int(iv.iter_type) == 2 for b in blocks for iv in sch.get(b).iter_vars):  # a reduction: not a view
+            continue
+        for block in blocks[:-1]:
+            try:
+                sch.compute_inline(block)
+            except Exception:  # not inlinable: the kernel launches as it is
+                pass
+        out = out.clone() if out is mod else out
+        out[gv] = sch.mod["main"]
+    return out

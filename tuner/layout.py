@@ -1,0 +1,123 @@
+"""Data layout of convolutions on CPU, chosen before fusion.
+
+    nchw    ONNX's own layout; the spatial width is the only contiguous axis a vector can run along
+    nhwc    channels innermost: a conv is a matmul over channels, vectorised along output channels
+    nchwc   NCHW{b}c, channel blocks of one vector (b = 16 fp32 lanes with AVX-512, else 8), the layout ONNX
+            Runtime's MLAS convolutions use on x86: every load and store is a full vector
+
+`ConvertLayout` rewrites each 2-D convolution whose channels divide into blocks, and carries the layout through the
+element-wise ops, pools and reductions that follow, so a chain of convs pays for one layout transform at its
+entry and one at its exit; convs it cannot convert (3 input channels, depthwise) stay NCHW. The transforms are
+kernels of their own in the plan (`layout_transform`, `permute_dims`).
+"""
+
+from __future__ import annotations
+
+LAYOUTS = ("nchw", "nhwc", "nchwc")
+
+
+def resolve_layout(layout: str, target_spec) -> str:
+    """`auto`: NHWC on CPU, where it measured fastest both untuned and tuned (scripts/bench_levers.py; README);
+    NCHW on CUDA, whose dlight and MetaSchedule GPU rules are written for it."""
+    from .errors import TunerError
+
+    if layout == "auto":
+        return "nchw" if target_spec.is_gpu else "nhwc"
+    if layout not in LAYOUTS:
+        raise TunerError(f"unknown layout {layout!r}", f"choose auto or one of {', '.join(LAYOUTS)}")
+    if target_spec.is_gpu and layout != "nchw":
+        raise TunerError(f"--layout {layout} is for CPU targets", "CUDA kernels are built in NCHW: use auto or nchw")
+    return layout
+
+
+def conv_layouts(layout: str, lanes: int) -> dict | None:
+    """ConvertLayout's desired layouts for `layout`, or None where nothing is to be converted."""
+    if layout == "nchw":
+        return None
+    # a transposed conv would follow its producer's layout, and TVM 0.27 legalizes it only in NCHW: pin it there
+    keep = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
+    if layout == "nhwc":
+        return {"relax.nn.conv2d": ["NHWC", "OHWI"], **keep}
+    if layout == "nchwc":
+        return {"relax.nn.conv2d": [f"NCHW{lanes}c", f"OIHW{lanes}i{lanes}o"], **keep}
+    raise ValueError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
+
+
+def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as TVM names its passes)
+    """Convolutions to `layout` (a no-op for `nchw` and for modules without a conv2d)."""
+    import tvm
+    from tvm import relax
+
+    desired = conv_layouts(layout, lanes)
+
+    def transform(mod, _ctx):
+        if desired is None:
+            return mod
+        try:
+            return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
+        except Exception:  # TVM 0.27's ConvertLayout fails on some graphs (channel splits into blocks): keep NCHW
+            return mod
+
+    return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")
+
+
+def clip_to_min_max(mod):
+    """`clip(x, lo, hi)` -> `minimum(maximum(x, lo), hi)`. TVM 0.27 gives `clip` (ONNX HardSwish, HardSigmoid)
+    no layout rule, so ConvertLayout wraps every one in a transpose back to NCHW and out again, which also cuts
+    the conv's activation out of its kernel; binary element-wise ops with a scalar follow any layout."""
+    from tvm import relax
+    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+
+    pattern = is_op("relax.clip")(wildcard(), wildcard(), wildcard())
+
+    def rewrite(expr, _matches):
+        x, lo, hi = expr.args
+        dtype = str(x.ty.dtype)
+        low = relax.op.maximum(x, relax.const(_bound(lo), dtype))
+        return relax.op.minimum(low, relax.const(_bound(hi), dtype))
+
+    out = mod
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            new = rewrite_call(pattern, rewrite, func)
+            if not new.same_as(func):
+                out = out.clone() if out is mod else out
+                out[gv] = new
+    return out
+
+
+def _bound(arg) -> float:
+    value = getattr(arg, "value", arg)  # a PrimValue around an IntImm/FloatImm
+    return float(getattr(value, "value", value))
+
+
+def legalize_map() -> dict:
+    """LegalizeOps overrides: TVM 0.27 legalizes conv2d only in 4-D layouts; a blocked one becomes TOPI's
+    `conv2d_NCHWc` (the compute its x86 schedules were written for)."""
+    return {"relax.nn.conv2d": _legalize_conv2d}
+
+
+def _legalize_conv2d(bb, call):
+    from tvm import topi
+    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
+
+    attrs = call.attrs
+    if len(attrs.data_layout) == 4 or int(attrs.groups) != 1 or attrs.data_layout != attrs.out_layout:
+        return _nn_conv2d(bb, call)
+    return bb.call_te(
+        topi.nn.conv2d_NCHWc,
+        call.args[0],
+        call.args[1],
+        stride=[int(s) for s in attrs.strides],
+        padding=[int(p) for p in attrs.padding],
+        dilation=[int(d) for d in attrs.dilation],
+        layout=attrs.data_layout,
+        out_layout=attrs.out_layout,
+        out_dtype=_out_dtype(call),
+        primfunc_name_hint="conv2d_NCHWc",
+    )
+
+
+def _out_dtype(call) -> str:
+    dtype = call.attrs.out_dtype  # None, "" or "void" when the conv keeps its input's dtype
+    return str(dtype) if dtype is not None and str(dtype) not in ("", "void") else str(call.args[0].ty.dtype)
