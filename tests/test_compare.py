@@ -233,14 +233,14 @@ def test_parallel_extent_is_read_from_the_schedule():
 
 
 def test_verdict_names_each_other_strategy_against_the_chosen_one():
-    from tuner.compare.report import verdict
+    from tuner.compare.verdict import verdict
 
-    def v(strategy, tuned, launches, median, traffic):
+    def v(strategy, tuned, launches, median, traffic, spread=0.05):
         return {
             "strategy": strategy,
             "tuned": tuned,
             "status": "ok",
-            "latency_ms": {"median": median},
+            "latency_ms": {"median": median, "p10": median * (1 - spread), "p90": median * (1 + spread)},
             "metrics": {
                 "launches": launches,
                 "intermediate_traffic_bytes": traffic,
@@ -254,15 +254,20 @@ def test_verdict_names_each_other_strategy_against_the_chosen_one():
         "variants": {
             "none/untuned": v("none", False, 20, 10.0, 1000),
             "none/tuned": v("none", True, 20, 4.0, 1000),
-            "tvm/untuned": v("tvm", False, 8, 9.0, 400),
+            "tvm/untuned": v("tvm", False, 8, 9.0, 400, spread=0.1),  # p10-p90 8.1-9.9 meets none's 9.5-10.5
             "tvm/tuned": v("tvm", True, 8, 2.0, 400),
             "cost/untuned": v("cost", False, 6, 9.0, 300),
             "cost/tuned": v("cost", True, 6, 1.6, 300),
         },
     }
     text = verdict(doc)
-    assert text.startswith("fusion (tvm) cut launches 20 → 8") and "2.00× lower tuned" in text
-    assert text.endswith("cost vs tvm: 6 launches vs 8, same latency untuned, 1.25× faster tuned.")
+    assert text.startswith("fusion (tvm) cut launches 20 → 8")
+    assert "fused latency vs unfused: untuned within noise (0.90×, p10-p90 ranges overlap), tuned 2.00× faster" in text
+    assert text.endswith(
+        "cost vs tvm: 6 launches vs 8, within noise (1.00×, p10-p90 ranges overlap) untuned, 1.25× faster tuned."
+    )
+    doc["reference"] = {"onnxruntime": {"median": 1.0, "p10": 0.95, "p90": 1.05}}
+    assert verdict(doc).endswith("ONNX Runtime 1.000 ms, tvm/tuned 2.000 ms: 2.00× slower.")
     # without `none` there is no fused-vs-unfused pair, but the strategies are still compared
     only_fused = {
         "strategies": ["tvm", "cost"],

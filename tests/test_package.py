@@ -192,3 +192,18 @@ def test_info_describes_a_package_without_loading_it(tuned_mlp):
     assert doc["inputs"][0]["shape"] == [16, 32] and doc["target"] == manifest["target"]["key"]
     r = run_cli("info", pkg)
     assert r.returncode == 0 and "tuned" in r.stdout and "x:16x32" not in r.stdout
+
+
+def test_run_for_a_duration_times_onnxruntime_beside_the_package(cnn_package, cnn):
+    """trtexec-style: `--duration` runs for a wall time and reports p50/p90/p99 and throughput; with --verify on CPU,
+    ONNX Runtime is timed run for run in the same loop and the comparison is worded ("within noise" or a ratio)."""
+    r = run_cli("run", cnn_package, "--duration", "1s", "--verify", cnn, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    lat, ort = doc["latency_ms"], doc["onnxruntime_ms"]
+    assert lat["runs"] > 20 and ort["runs"] == lat["runs"]  # 1 s of a sub-millisecond model, paired runs
+    assert lat["p99"] >= lat["p90"] >= lat["median"] and lat["throughput_per_s"] > 0
+    words = doc["vs_onnxruntime"]["words"]
+    assert words.startswith("within noise") or words.endswith(("faster", "slower"))
+    text = run_cli("run", cnn_package, "--repeat", "5", "--verify", cnn)
+    assert text.returncode == 0 and "ONNX Runtime" in text.stdout and "package" in text.stdout

@@ -439,3 +439,6 @@ def test_tune_model_times_onnxruntime_beside_the_package(tuned_mlp):
     lat = summary["latency_ms"]
     assert {"untuned", "tuned", "onnxruntime"} <= set(lat) and lat["onnxruntime"] > 0
     assert summary["vs_onnxruntime"] == pytest.approx(lat["tuned"] / lat["onnxruntime"])
+    # worded the one way every command words a comparison: a ratio, or "within noise" when ranges overlap
+    for key in ("vs_onnxruntime_verdict", "vs_untuned"):
+        assert summary[key]["words"].startswith("within noise") or summary[key]["words"].endswith(("faster", "slower"))

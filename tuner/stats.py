@@ -1,19 +1,43 @@
-"""Latency statistics (ms)."""
+"""Latency statistics (ms), and the one way two latencies are compared wherever the tool prints a ratio."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def latency_stats(times_ms: list[float]) -> dict:
+def latency_stats(times_ms: list[float], wall_s: float | None = None) -> dict:
+    """Summary of per-run latencies; with the wall time of the runs, their throughput too."""
     a = np.asarray(times_ms, dtype=np.float64)
-    return {
+    out = {
         "mean": float(a.mean()),
         "median": float(np.median(a)),
         "p10": float(np.percentile(a, 10)),
         "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
         "min": float(a.min()),
         "max": float(a.max()),
         "std": float(a.std()),
         "runs": int(a.size),
     }
+    if wall_s:
+        out["throughput_per_s"] = a.size / wall_s
+    return out
+
+
+def compare_latency(ours: list[float], theirs: list[float]) -> dict:
+    """`ours` against `theirs`: the ratio of medians, and "within noise" when the two p10-p90 ranges overlap
+    (these machines move by tens of percent between runs; a ratio inside that band is not a finding)."""
+    return compare_stats(latency_stats(ours), latency_stats(theirs))
+
+
+def compare_stats(ours: dict, theirs: dict) -> dict:
+    """`compare_latency` on two `latency_stats` summaries."""
+    ratio = ours["median"] / theirs["median"]
+    within_noise = bool(ours["p10"] <= theirs["p90"] and theirs["p10"] <= ours["p90"])
+    if within_noise:
+        words = f"within noise ({ratio:.2f}×, p10-p90 ranges overlap)"
+    elif ratio < 1:
+        words = f"{1 / ratio:.2f}× faster"
+    else:
+        words = f"{ratio:.2f}× slower"
+    return {"ratio": ratio, "within_noise": within_noise, "words": words}

@@ -44,9 +44,13 @@ DB = "tuning database folder to apply (records for another target are refused)"
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"
 DEBUG = "show full tracebacks on errors"
-VERIFY = "ONNX model to run in ONNX Runtime on the same inputs and compare against"
+VERIFY = (
+    "ONNX model to run in ONNX Runtime on the same inputs and compare against; on CPU, ONNX Runtime is also timed "
+    "run for run beside the package"
+)
 FILL = "inputs to generate when --inputs is not given (random is seeded and repeatable)"
 REPEAT = "timed runs after warm-up"
+DURATION = "time for this long instead of --repeat runs (10s, 1m), as trtexec does: p50/p90/p99 and throughput"
 PROFILE = (
     "time every kernel the package launches (and, with --verify, every ONNX Runtime node on the same inputs "
     "and threads): where the time goes"

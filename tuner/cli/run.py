@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", help="write the outputs to this .npz")
     p.add_argument("--verify", metavar="MODEL.onnx", help=H.VERIFY)
     p.add_argument("--repeat", type=int, default=20, help=H.REPEAT)
+    p.add_argument("--duration", metavar="TIME", help=H.DURATION)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", choices=["cpu", "cuda"], help="device to run on (default: the package's)")
     p.add_argument("--profile", action="store_true", help=H.PROFILE)
@@ -33,6 +34,9 @@ def main(argv: list[str]) -> int:
 
         raise TunerError("--repeat must be at least 1")
     from ..interface.run import run_package
+    from .tune_model import parse_duration
+
+    duration_s = parse_duration(args.duration) if args.duration else None
 
     result = run_package(
         args.package,
@@ -45,6 +49,7 @@ def main(argv: list[str]) -> int:
         warmup=args.warmup,
         device=args.device,
         profile=args.profile,
+        duration_s=duration_s,
     )
     if args.json:
         common.print_json(result)
@@ -64,10 +69,24 @@ def render(result, top: int = 15) -> None:
         f"{lat['runs']} runs)",
         title_justify="left",
     )
-    for col in ("mean", "median", "p90", "min", "max", "std"):
+    cols = ("median", "p90", "p99", "mean", "min", "max", "std")
+    t.add_column("", justify="left")
+    for col in cols:
         t.add_column(col + " ms", justify="right")
-    t.add_row(*(f"{lat[k]:.3f}" for k in ("mean", "median", "p90", "min", "max", "std")))
+    t.add_row("package", *(f"{lat[k]:.3f}" for k in cols))
+    ort = result.get("onnxruntime_ms")
+    if ort:
+        t.add_row("ONNX Runtime", *(f"{ort[k]:.3f}" for k in cols))
     con.print(t)
+    if lat.get("throughput_per_s"):
+        con.print(f"throughput {lat['throughput_per_s']:.1f} inferences/s (one at a time)")
+    if ort:
+        cmp = result["vs_onnxruntime"]
+        color = "yellow" if cmp["within_noise"] else ("green" if cmp["ratio"] < 1 else "red")
+        con.print(
+            f"package {lat['median']:.3f} ms · ONNX Runtime {ort['median']:.3f} ms: [{color}]{cmp['words']}[/] "
+            "(interleaved run for run, same threads)"
+        )
     if result.get("outputs_file"):
         con.print(f"outputs written to {result['outputs_file']}")
     v = result.get("verify")

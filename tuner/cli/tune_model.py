@@ -174,19 +174,23 @@ def render(summary) -> None:
         f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
         + (
             f"; default schedules: {', '.join(summary['default_schedules'][:10])}"
+            + (f" (+{len(summary['default_schedules']) - 10} more)" if len(summary["default_schedules"]) > 10 else "")
             if summary["default_schedules"]
             else ""
         )
     )
     lat = summary.get("latency_ms")
     if lat:
-        con.print(f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms ({summary['speedup']:.2f}×)")
-    if lat and lat.get("onnxruntime"):
-        ratio = summary["vs_onnxruntime"]
-        color = "green" if ratio <= 1 else "yellow"
         con.print(
-            f"ONNX Runtime (same threads, same loop): {lat['onnxruntime']:.3f} ms; tuned is "
-            f"[{color}]{ratio:.2f}× its latency[/] ({'faster' if ratio < 1 else 'slower'})"
+            f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms "
+            f"(tuned is {summary['vs_untuned']['words']})"
+        )
+    if lat and lat.get("onnxruntime"):
+        cmp = summary["vs_onnxruntime_verdict"]
+        color = "yellow" if cmp["within_noise"] else ("green" if cmp["ratio"] < 1 else "red")
+        con.print(
+            f"tuned {lat['tuned']:.3f} ms · ONNX Runtime {lat['onnxruntime']:.3f} ms (same threads, same loop): "
+            f"[{color}]{cmp['words']}[/]"
         )
     if summary.get("note"):
         con.print(f"[cyan]note:[/] {summary['note']}")

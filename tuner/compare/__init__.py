@@ -4,7 +4,8 @@ kernels.py  static metrics read from each built module (launches, traffic, FLOPs
 machine.py  this machine's measured limits: per-launch cost, peak GFLOP/s and GB/s
 timing.py   interleaved latency and a per-kernel time profile from the VM's instrument hook
 plots.py    the pictures
-report.py   verdict, report.md / report.html / report.json / kernels.csv
+verdict.py  the one-paragraph verdict (fusion, other strategies, ONNX Runtime)
+report.py   report.md / report.html / report.json / kernels.csv
 driver.py   the interface function `compare()` the CLI calls
 """
 

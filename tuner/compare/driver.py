@@ -263,7 +263,7 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
 
     import tvm
 
-    from .report import verdict
+    from .verdict import verdict
 
     latency = measured.get("latency", {})
     profiles = measured.get("profiles", {})

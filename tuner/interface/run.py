@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ..errors import TunerError
-from ..stats import latency_stats
+from ..stats import compare_latency, latency_stats
 
 
 def load_npz_inputs(path: str, input_names: list[str]) -> dict[str, np.ndarray]:
@@ -61,7 +61,10 @@ def run_package(
     warmup: int = 3,
     device: str | None = None,
     profile: bool = False,
+    duration_s: float | None = None,
 ) -> dict:
+    """Load, run once (outputs, --verify), then time: `repeat` runs, or as many as fit in `duration_s` (as trtexec
+    does). With `verify` on a CPU package, ONNX Runtime is timed in the same loop, run for run, and compared."""
     from ..runtime import load
     from ..runtime.package import check_writable
 
@@ -77,7 +80,13 @@ def run_package(
                 f"inputs are: {', '.join(model.input_names)}",
             )
     result_outputs = model(**feed)
-    times = model.benchmark(**feed, repeat=repeat, warmup=warmup)
+    verification = verify_against_onnx(model, feed, result_outputs, verify) if verify else None  # the right model?
+    ort_run = None
+    if verify and model.manifest["target"]["kind"] == "llvm":
+        from ..reference import onnxruntime_timer
+
+        ort_run = onnxruntime_timer(verify, _reference_feed(model, feed, verify), model.manifest.get("num_threads"))
+    times, ort_times, wall = _timed_loop(model, feed, repeat, warmup, duration_s, ort_run)
     result = {
         "package": package,
         "target": model.manifest["target"]["key"],
@@ -85,16 +94,37 @@ def run_package(
         "precision": model.manifest.get("precision", "float32"),
         "kernels": model.manifest["kernels"],
         "num_threads": os.environ.get("TVM_NUM_THREADS"),
-        "latency_ms": latency_stats(times),
+        "latency_ms": latency_stats(times, wall),
     }
+    if ort_times:
+        result["onnxruntime_ms"] = latency_stats(ort_times)
+        result["vs_onnxruntime"] = compare_latency(times, ort_times)
     if outputs:
         save_npz_atomic(outputs, result_outputs)
         result["outputs_file"] = outputs
-    if verify:
-        result["verify"] = verify_against_onnx(model, feed, result_outputs, verify)
+    if verification:
+        result["verify"] = verification
     if profile:
         result["profile"] = profile_package(model, feed, verify)
     return result
+
+
+def _timed_loop(model, feed, repeat, warmup, duration_s, ort_run):
+    """(package ms per run, ONNX Runtime ms per run, wall seconds of the package's runs): one package run, then
+    one ONNX Runtime run, round after round, so both see the same machine state."""
+    import time
+
+    model.benchmark(**feed, repeat=0, warmup=warmup)
+    if ort_run:
+        for _ in range(warmup):
+            ort_run()
+    times, ort_times = [], []
+    end = time.perf_counter() + duration_s if duration_s else None
+    while (time.perf_counter() < end) if end else len(times) < repeat:
+        times += model.benchmark(**feed, repeat=1, warmup=0)
+        if ort_run:
+            ort_times.append(ort_run())
+    return times, ort_times, sum(times) / 1e3
 
 
 def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
@@ -135,14 +165,20 @@ def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict
             f"({built_for['file']}, sha256 {built_for['sha256'][:12]}…)",
             "verify against the ONNX file given to compile",
         )
-    ref_feed = dict(feed)
-    for name, value in (model.manifest.get("consts") or {}).items():
-        ref_feed[name] = np.asarray(value, dtype=_const_dtype(onnx_path, name))
+    ref_feed = _reference_feed(model, feed, onnx_path)
     expected = run_onnxruntime(onnx_path, ref_feed, threads=model.manifest.get("num_threads"))
     from ..precision import get_precision
 
     precision = get_precision(model.manifest.get("precision"))
     return compare_outputs(actual, expected, rtol=precision.rtol, atol=precision.atol)
+
+
+def _reference_feed(model, feed: dict, onnx_path: str) -> dict:
+    """The package's inputs plus the inputs pinned with --const at build time, as ONNX Runtime needs them."""
+    ref_feed = dict(feed)
+    for name, value in (model.manifest.get("consts") or {}).items():
+        ref_feed[name] = np.asarray(value, dtype=_const_dtype(onnx_path, name))
+    return ref_feed
 
 
 def _const_dtype(onnx_path: str, name: str):

@@ -123,6 +123,7 @@ def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | Non
     import numpy as np
 
     from ..runtime import Model, load
+    from ..stats import compare_latency
 
     m_tuned = load(package)
     m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
@@ -143,8 +144,10 @@ def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | Non
             lat["onnxruntime"] += [min(ort_run(), ort_run())]
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
+    out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
     if ort_run:
         out["vs_onnxruntime"] = out["latency_ms"]["tuned"] / out["latency_ms"]["onnxruntime"]
+        out["vs_onnxruntime_verdict"] = compare_latency(lat["tuned"], lat["onnxruntime"])
     if onnx_path:
         from .run import verify_against_onnx
 
