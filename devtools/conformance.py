@@ -71,7 +71,7 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
         from tvm.runtime.vm import VirtualMachine
 
         vm = VirtualMachine(result.executable, tvm.cpu())
-        args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs]
+        args = [tvm.runtime.tensor(np.asarray(x, order="C")) for x in inputs]  # ascontiguousarray makes 0-d 1-d
         out = vm["main"](*args)
         flat = []
 

@@ -138,6 +138,27 @@ def test_db_merge_refuses_mixed_targets(tuned, tmp_path):
         D.merge([db, other], str(tmp_path / "m"))
 
 
+def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(tuned, mlp, tmp_path):
+    """Issue 14: a line per stage and per round with the seconds since start, ONNX Runtime as the line to beat,
+    no escape codes (the live bar is for terminals); the summary's task table is printed once."""
+    _, db, _ = tuned
+    copy = str(tmp_path / "db")
+    shutil.copytree(db, copy)
+    out = str(tmp_path / "p.ftpkg")
+    r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "24", "--db", copy, "--resume", "-o", out)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.startswith("[") and "s] " in x]
+    stages = [x.split("s] ", 1)[1].split(":")[0] for x in lines]
+    assert stages == ["import", "reference", "tune", "round", "build", "time"], r.stdout
+    assert "ONNX Runtime" in lines[1] and "8/8 trials" in lines[3] and "kernel-time estimate" in lines[3]
+    assert "\x1b[" not in r.stdout
+    assert r.stdout.count("(fusion=tvm)") == 1  # the task table, once, in the summary
+    quiet = run_cli(
+        "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "24", "--db", copy, "--resume", "-q", "-o", out
+    )
+    assert quiet.returncode == 0 and not any(x.startswith("[") and "s] " in x for x in quiet.stdout.splitlines())
+
+
 def test_second_run_on_a_locked_db_is_refused(tuned, mlp, tmp_path):
     from filelock import FileLock
 

@@ -81,10 +81,27 @@ def main(argv: list[str]) -> int:
         skip=tuple(args.skip),
         rpc=args.rpc,
     )
+    from .progress import make_progress
+
+    progress = None if args.quiet or args.json else make_progress(common.console())
+    try:
+        summary = _tune(args, knobs, shapes, consts, progress)
+    finally:
+        if progress:
+            progress.close()
+    if args.json:
+        common.print_json(summary)
+    else:
+        render(summary)
+    if summary["stopped"] == "interrupted":
+        return 130
+    return 0 if (summary.get("verify") or {}).get("ok", True) else 1
+
+
+def _tune(args, knobs, shapes, consts, progress) -> dict:
     from ..interface.tune_model import tune_model
 
-    quiet = args.quiet or args.json
-    summary = tune_model(
+    return tune_model(
         args.model,
         args.output,
         target=args.target,
@@ -98,56 +115,37 @@ def main(argv: list[str]) -> int:
         consts=consts,
         precision=args.dtype,
         verify=not args.no_verify,
-        progress=None if quiet else _progress_printer(),
+        progress=progress,
         verbose=args.verbose,
     )
-    if args.json:
-        common.print_json(summary)
-    else:
-        render(summary)
-    if summary["stopped"] == "interrupted":
-        return 130
-    return 0 if (summary.get("verify") or {}).get("ok", True) else 1
 
 
 def _task_table(tasks: list[dict], title):
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
-    for col in ("task", "MFLOP", "weight", "trials", "best ms", "GFLOP/s", "note"):
+    t = Table(title=title, title_justify="left", caption="sorted by time per inference (best ms x calls)")
+    for col in ("task", "MFLOP", "calls", "trials", "best ms", "ms x calls", "GFLOP/s", "note"):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
-    for s in tasks:
+    notes = [s["skipped"] or s.get("note") or "" for s in tasks]
+    shared = {n for n in notes if n and notes.count(n) > 2}  # a note every row repeats is said once, below
+    for s, note in sorted(zip(tasks, notes), key=lambda sn: -(sn[0]["best_ms"] or 0) * sn[0]["weight"]):
         t.add_row(
             s["task"],
             f"{s['flops'] / 1e6:.2f}",
             str(s["weight"]),
             str(s["trials"]),
             _fmt(s["best_ms"], "{:.4f}"),
+            _fmt(s["best_ms"] * s["weight"] if s["best_ms"] else None, "{:.4f}"),
             _fmt(s["gflops"], "{:.1f}"),
-            s["skipped"] or s.get("note") or "",
+            "(see below)" if note in shared else note,
         )
+    if shared:
+        t.caption += "".join(f"\n(see below): {n}" for n in sorted(shared))
     return t
 
 
 def _fmt(v, f):
     return f.format(v) if v is not None else "—"
-
-
-def _progress_printer():
-    con = common.console()
-
-    def show(states, spent, budget, elapsed):
-        eta = elapsed / spent * (budget - spent) if spent else float("nan")
-        bar = int(30 * spent / max(budget, 1))
-        con.print(
-            _task_table(
-                [st.to_json() for st in states],
-                f"tuning: [{'#' * bar}{'.' * (30 - bar)}] {spent}/{budget} trials, "
-                f"{elapsed:.0f} s elapsed, ETA {eta:.0f} s",
-            )
-        )
-
-    return show
 
 
 def render(summary) -> None:

@@ -5,10 +5,13 @@ CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several output
 
 from __future__ import annotations
 
-from . import recurrent
+from . import quantized, recurrent
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
     "GRU": lambda bb, inputs, attrs: recurrent.convert("GRU", bb, inputs, attrs),
     "RNN": lambda bb, inputs, attrs: recurrent.convert("RNN", bb, inputs, attrs),
+    "QLinearConv": quantized.qlinear_conv,
+    "QLinearMatMul": quantized.qlinear_matmul,
+    "ConvInteger": quantized.conv_integer,
 }

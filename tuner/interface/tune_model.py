@@ -37,9 +37,11 @@ def tune_model(
     from ..target import resolve_target
     from ..tuning import Knobs, tune
     from ..tuning.database import check_target, default_db_dir, read_manifest
+    from ..tuning.progress import Progress
     from ..tuning.warm_start import resolve_schedules
 
     knobs = knobs or Knobs()
+    progress = progress or Progress()
     if knobs.trials < 0:
         raise TunerError("--trials must be >= 0")
     quiet_tvm_logs(verbose)
@@ -49,17 +51,21 @@ def tune_model(
     measure_here = _check_measurement(spec, knobs)
     check_writable(output)
     t0 = time.perf_counter()
+    progress.stage("import", model)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     db_dir = db or default_db_dir(prepared, spec)
     if os.path.isdir(db_dir):
         check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
     warm_from = resolve_schedules(schedules, spec)
     lowered = lower_prepared(prepared, spec, strategy, layout=layout)
+    if verify and measure_here and not spec.is_gpu and not prepared.consts:
+        _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
     summary = _summary(model, spec, strategy, prepared, db_dir, result)
     if result.stopped == "interrupted":
         return summary
+    progress.stage("build", f"{output}, tuned records from {db_dir}")
     tuned = build_lowered(lowered, db_dir)
     manifest = write_build(tuned, output, time.perf_counter() - t0)
     summary.update(
@@ -73,9 +79,29 @@ def tune_model(
         summary["latency_ms"] = summary["verify"] = None
         summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
         return summary
+    progress.stage("time", "untuned vs tuned" + (" vs ONNX Runtime, then verify" if verify else ""))
     untuned = build_lowered(lowered)
     summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
     return summary
+
+
+def _reference_stage(progress, model: str, prepared, spec) -> None:
+    """ONNX Runtime's latency before tuning starts: the line the live display shows tuning against."""
+    import numpy as np
+
+    from ..reference import onnxruntime_timer
+    from ..runtime.inputs import make_inputs
+
+    specs = [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+    try:
+        run = onnxruntime_timer(model, make_inputs(specs), spec.config.get("num-cores"))
+        run()
+        ms = float(np.median([run() for _ in range(5)]))
+    except Exception as err:  # ONNX Runtime cannot run it: verification will say so; tuning goes on
+        progress.stage("reference", f"ONNX Runtime could not time the model ({type(err).__name__})")
+        return
+    progress.reference_ms = ms
+    progress.stage("reference", f"ONNX Runtime {ms:.3f} ms (the line to beat)")
 
 
 def _check_measurement(spec, knobs) -> bool:

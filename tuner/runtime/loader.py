@@ -115,7 +115,7 @@ class Model:
                     f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
                     f"convert it, e.g. x.astype('{spec['dtype']}')",
                 )
-            arrays.append(np.ascontiguousarray(arr))
+            arrays.append(np.asarray(arr, order="C"))  # ascontiguousarray would make a 0-d input 1-d
         return arrays
 
     def _to_device(self, arrays):

@@ -28,6 +28,7 @@ from . import database as D
 from .builder import fast_build
 from .deadline import Deadline
 from .knobs import Knobs
+from .progress import Progress, RoundStatus, measure_callback
 from .rpc import runner as make_runner
 from .seed import seed_records
 from .spaces import round_contexts, with_design_space
@@ -59,6 +60,7 @@ def tune(
             f"tuning database {db_dir} is in use by another tune-model run",
             "wait for it to finish, or tune into another --db",
         ) from None
+    progress = progress or Progress()
     try:
         return _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from)
     finally:
@@ -198,21 +200,32 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
         return spent, "nothing-to-do"
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
         before = _trials_in_db(db_dir)
+        progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
         seed_records(run.tunable[:budget], target_spec, run.db, builder, runner)
+        progress.trials(_trials_in_db(db_dir) - before)
         spent = _trials_in_db(db_dir) - before
         _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
         run.save()
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
+    progress.stage("tune", f"{len(run.tunable)} kernels, {budget} trials" + _time_words(knobs))
     try:
         while spent < budget:
             if knobs.time_budget_s and time.time() - run.start >= knobs.time_budget_s:
                 return spent, "time"
-            ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level)
+            ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
             spent += ran
             _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
             run.save()
-            if progress:
-                progress(run.states, spent, budget, time.time() - run.start)
+            progress.round(
+                RoundStatus(
+                    spent,
+                    budget,
+                    time.time() - run.start,
+                    knobs.time_budget_s,
+                    _weighted_latency(run.states),
+                    [st.name for _, st in where_time_goes(run.tunable, knobs)],
+                )
+            )
             if timed_out:
                 return spent, "time"
             total = _weighted_latency(run.states)
@@ -235,7 +248,7 @@ def where_time_goes(tunable, knobs: Knobs) -> list:
     return ranked[: max(1, knobs.tasks_per_round)]
 
 
-def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level) -> tuple[int, bool]:
+def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool]:
     """(trials measured, whether the time budget ended it) for one round of `tune_tasks`."""
     from tvm.s_tir import meta_schedule as ms
 
@@ -251,7 +264,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level)
         seed=knobs.seed,
     )
     per_iter, round_budget = _round_size(round_trials, remaining, knobs.num_trials_per_iter)
-    callbacks = ms.measure_callback.MeasureCallback.create("default")
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), measure_callback(progress)]
     deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
     if deadline:
         callbacks = [*callbacks, deadline.callback()]
@@ -275,6 +288,10 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level)
         if not (deadline and deadline.fired):
             raise
     return max(_trials_in_db(db_dir) - before, 0), bool(deadline and deadline.fired)
+
+
+def _time_words(knobs: Knobs) -> str:
+    return f", until {knobs.time_budget_s:.0f} s" if knobs.time_budget_s else ""
 
 
 def search_strategy(knobs: Knobs):

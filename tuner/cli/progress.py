@@ -1,0 +1,109 @@
+"""tune-model's progress on the terminal: a live display in place (rich), or plain lines when stdout is not a
+terminal (logs, CI); nothing with --json or -q. Events come from tuner.tuning.progress."""
+
+from __future__ import annotations
+
+import time
+
+from ..tuning.progress import Progress, RoundStatus
+
+
+def make_progress(console) -> Progress:
+    return LiveProgress(console) if console.is_terminal else PlainProgress(console)
+
+
+def _estimate_words(status: RoundStatus, reference_ms: float | None) -> str:
+    if status.estimate_ms is None:
+        return ""
+    words = f"kernel-time estimate {status.estimate_ms:.3f} ms"
+    return words + (f" (ONNX Runtime {reference_ms:.3f} ms)" if reference_ms else "")
+
+
+def _short(names: list[str], n: int = 2) -> str:
+    more = f" +{len(names) - n} more" if len(names) > n else ""
+    return ", ".join(x if len(x) <= 40 else x[:39] + "…" for x in names[:n]) + more
+
+
+class PlainProgress(Progress):
+    """One line per stage and per round, with the seconds since the command started."""
+
+    def __init__(self, console):
+        self.console, self.start = console, time.perf_counter()
+
+    def _line(self, text: str) -> None:
+        self.console.print(f"[{time.perf_counter() - self.start:7.1f}s] {text}", markup=False, highlight=False)
+
+    def stage(self, name: str, detail: str = "") -> None:
+        self._line(f"{name}: {detail}" if detail else name)
+
+    def round(self, status: RoundStatus) -> None:
+        parts = [f"{status.spent}/{status.budget} trials"]
+        if status.time_budget_s:
+            parts.append(f"{status.elapsed_s:.0f} of {status.time_budget_s:.0f} s")
+        estimate = _estimate_words(status, self.reference_ms)
+        if estimate:
+            parts.append(estimate)
+        if status.tasks:
+            parts.append(f"next: {_short(status.tasks)}")
+        self._line("round: " + "; ".join(parts))
+
+
+class LiveProgress(Progress):
+    """A bar updated in place (trials, or time when --time-budget is set), ETA, the kernels being tuned, and the
+    kernel-time estimate against ONNX Runtime; each finished stage stays above it as a line."""
+
+    def __init__(self, console):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console, self.start = console, time.perf_counter()
+        self.bar = Progress(
+            TextColumn("[bold]{task.description:>6}"),
+            BarColumn(bar_width=30),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
+            TextColumn("[dim]{task.fields[status]}"),
+            console=console,
+            transient=True,
+        )
+        self.task = None
+        self.spent = self.budget = 0
+        self.time_budget = None
+        self.status = ""
+
+    def stage(self, name: str, detail: str = "") -> None:
+        self.bar.console.print(f"[cyan]{name}[/] {detail}", highlight=False)
+        if name == "tune" and self.task is None:
+            self.bar.start()
+            self.task = self.bar.add_task(name, total=1, counts="", eta="", status="")
+        elif name != "tune" and self.task is not None:
+            self.close()
+
+    def trials(self, n: int) -> None:
+        self.spent += n
+        self._draw()
+
+    def round(self, status: RoundStatus) -> None:
+        self.spent, self.budget, self.time_budget = status.spent, status.budget, status.time_budget_s
+        estimate = _estimate_words(status, self.reference_ms)
+        self.status = "; ".join(x for x in (estimate, f"tuning {_short(status.tasks)}" if status.tasks else "") if x)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.task is None:
+            return
+        elapsed = time.perf_counter() - self.start
+        if self.time_budget:
+            done, total = min(elapsed, self.time_budget), self.time_budget
+        else:
+            done, total = self.spent, max(self.budget, self.spent, 1)
+        eta = (total - done) * (elapsed / done) if done and not self.time_budget else (total - done)
+        counts = f"{self.spent}/{self.budget} trials" if self.budget else f"{self.spent} trials"
+        self.bar.update(
+            self.task, completed=done, total=total, counts=counts, eta=f"ETA {eta:.0f} s", status=self.status
+        )
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.bar.stop()
+            self.task = None

@@ -1,0 +1,53 @@
+"""What a tuning run reports while it works, as events; the CLI draws them (tuner/cli/progress.py).
+
+    stage(name, detail)   a step of tune-model begins: import, reference, seed, tune, build, time, verify
+    trials(n)             n more candidates measured (after every MetaSchedule batch, inside a round)
+    round(status)         a round ended: trials and time against the budget, the kernel-time estimate
+
+`Progress` itself ignores every event: code that tunes calls it unconditionally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RoundStatus:
+    spent: int  # trials this run
+    budget: int  # trial budget of this run
+    elapsed_s: float
+    time_budget_s: float | None
+    estimate_ms: float | None  # sum over kernels of best measured time x calls: what tuning minimises
+    tasks: list = field(default_factory=list)  # the kernels the next round tunes (where the time goes)
+
+
+class Progress:
+    """The no-op reporter. `reference_ms`: ONNX Runtime's latency when tune-model measured it first."""
+
+    reference_ms: float | None = None
+
+    def stage(self, name: str, detail: str = "") -> None:
+        pass
+
+    def trials(self, n: int) -> None:
+        pass
+
+    def round(self, status: RoundStatus) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def measure_callback(progress: Progress):
+    """A MetaSchedule measure callback that reports every measured batch."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    @derived_object
+    class _Reported(ms.measure_callback.PyMeasureCallback):
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+            progress.trials(len(runner_results))
+
+    return _Reported()
