@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv if missing and install fusion-tuner with its pinned dependencies (idempotent).
-# As root with apt-get available, also installs the system packages the reports need (Graphviz, Chromium).
+# As root with apt-get available, also installs the system packages the reports and examples need (Graphviz,
+# Chromium, g++).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,6 +20,7 @@ fi
 need_apt=()
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)  # examples/cpp: the C++ deployment example
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] apt-get install ${need_apt[*]}"

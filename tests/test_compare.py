@@ -275,3 +275,14 @@ def test_verdict_names_each_other_strategy_against_the_chosen_one():
         "variants": {k: doc["variants"][k] for k in ("tvm/tuned", "cost/tuned")},
     }
     assert verdict(only_fused).endswith("cost vs tvm: 6 launches vs 8, 1.25× faster tuned.")
+
+
+def test_compare_json_prints_the_report_with_onnxruntime_in_the_verdict(tmp_path):
+    model = _elementwise_chain(str(tmp_path / "chain.onnx"))
+    out = str(tmp_path / "r")
+    limits = ("--peak-gflops", "100", "--peak-gbps", "20")  # not measured: the test is about the output
+    r = run_cli("compare", model, "--target", "llvm", "--ort", "--repeat", "5", *limits, "-o", out, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # nothing but the document on stdout
+    assert doc["verdict"] == json.load(open(f"{out}/report.json"))["verdict"]
+    assert "ONNX Runtime" in doc["verdict"] and ("within noise" in doc["verdict"] or "×" in doc["verdict"])

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 
 from . import common
-from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} check", description=H.COMMANDS["check"])
+    p = common.parser("check")
     common.add_model_args(p)
     common.add_output_flags(p)
     return p

@@ -9,6 +9,23 @@ import sys
 from . import help as H
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in its help, unless the help already says it or there is none to say."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text or action.default in (None, False, argparse.SUPPRESS) or not text:
+            return text
+        return super()._get_help_string(action)
+
+
+def parser(command: str, **kwargs) -> argparse.ArgumentParser:
+    """The parser of one subcommand: `fusion-tuner COMMAND`, its description from help.COMMANDS, defaults shown."""
+    return argparse.ArgumentParser(
+        prog=f"{H.PROG} {command}", description=H.COMMANDS[command], formatter_class=HelpFormatter, **kwargs
+    )
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX model file")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:DIMS", help=H.INPUT_SHAPE)

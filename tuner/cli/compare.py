@@ -11,7 +11,7 @@ from . import help as H
 def build_parser() -> argparse.ArgumentParser:
     from ..fusion import known_strategies
 
-    p = argparse.ArgumentParser(prog=f"{H.PROG} compare", description=H.COMMANDS["compare"], epilog=H.COMPARE_EXIT)
+    p = common.parser("compare", epilog=H.COMPARE_EXIT)
     common.add_model_args(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-gbps", type=float, metavar="X", help=H.PEAK_GBPS)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help=H.COMPARE_OUTPUT)
     p.add_argument("--force", action="store_true", help=H.COMPARE_FORCE)
-    p.add_argument("--debug", action="store_true", help=H.DEBUG)
+    common.add_output_flags(p)
     return p
 
 
@@ -50,8 +50,11 @@ def main(argv: list[str]) -> int:
         force=args.force,
         peak_gflops=args.peak_gflops,
         peak_gbps=args.peak_gbps,
-        log=con.print,
+        log=(lambda *a, **k: None) if args.json else con.print,
     )
-    con.print(f"wrote {args.output}/report.md, report.html, report.json, kernels.csv, variants.csv")
+    if args.json:  # the report.json document, on stdout
+        common.print_json(doc)
+    else:
+        con.print(f"wrote {args.output}/report.md, report.html, report.json, kernels.csv, variants.csv")
     failed = [n for n, v in doc["variants"].items() if v["status"] != "ok"]
     return 3 if failed else 0

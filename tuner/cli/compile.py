@@ -9,7 +9,7 @@ from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} compile", description=H.COMMANDS["compile"])
+    p = common.parser("compile")
     common.add_model_args(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)

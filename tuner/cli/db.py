@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 
 from . import common
-from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} db", description=H.COMMANDS["db"])
+    p = common.parser("db")
     sub = p.add_subparsers(dest="action", required=True)
     s = sub.add_parser("show", help="tasks, trials and best latency per task")
     s.add_argument("dir")

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 
 from . import common
-from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} info", description=H.COMMANDS["info"])
+    p = common.parser("info")
     p.add_argument("package", help="a .ftpkg built by compile or tune-model")
     common.add_output_flags(p)
     return p

@@ -9,7 +9,7 @@ from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} plan", description=H.COMMANDS["plan"])
+    p = common.parser("plan")
     common.add_model_args(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)

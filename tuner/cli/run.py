@@ -9,7 +9,7 @@ from . import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} run", description=H.COMMANDS["run"], epilog=H.TOLERANCE)
+    p = common.parser("run", epilog=H.TOLERANCE)
     p.add_argument("package", help="a .ftpkg built by compile or tune-model")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", help="a .npz with one array per input name")

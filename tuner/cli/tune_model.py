@@ -22,7 +22,7 @@ def parse_duration(text: str | None) -> float | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{H.PROG} tune-model", description=H.COMMANDS["tune-model"])
+    p = common.parser("tune-model")
     common.add_model_args(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)

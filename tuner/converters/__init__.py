@@ -5,7 +5,7 @@ CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several output
 
 from __future__ import annotations
 
-from . import quantized, recurrent
+from . import attention, quantized, recurrent
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
@@ -14,4 +14,6 @@ CONVERTERS = {
     "QLinearConv": quantized.qlinear_conv,
     "QLinearMatMul": quantized.qlinear_matmul,
     "ConvInteger": quantized.conv_integer,
+    "RotaryEmbedding": attention.rotary_embedding,
+    "Swish": attention.swish,
 }
