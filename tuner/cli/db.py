@@ -10,14 +10,20 @@ from . import common
 def build_parser() -> argparse.ArgumentParser:
     p = common.parser("db")
     sub = p.add_subparsers(dest="action", required=True)
-    s = sub.add_parser("show", help="tasks, trials and best latency per task")
+    s = sub.add_parser("show", formatter_class=common.HelpFormatter, help="tasks, trials and best latency per task")
     s.add_argument("dir")
     common.add_output_flags(s)
-    m = sub.add_parser("merge", help="merge databases of one target, deduplicated")
+    m = sub.add_parser(
+        "merge", formatter_class=common.HelpFormatter, help="merge databases of one target, deduplicated"
+    )
     m.add_argument("sources", nargs="+")
     m.add_argument("-o", "--output", required=True)
     common.add_output_flags(m)
-    c = sub.add_parser("curate", help="the best records per kernel of databases of one target, for schedules/")
+    c = sub.add_parser(
+        "curate",
+        formatter_class=common.HelpFormatter,
+        help="the best records per kernel of databases of one target, for schedules/",
+    )
     c.add_argument("sources", nargs="+")
     c.add_argument("-o", "--output", required=True, help="a new folder, e.g. schedules/<target-key>")
     c.add_argument("--top-k", type=int, default=2, help="records kept per kernel")
