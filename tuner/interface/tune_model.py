@@ -41,6 +41,7 @@ def tune_model(
     from ..tuning.warm_start import resolve_schedules
 
     knobs = knobs or Knobs()
+    shown = progress is not None  # ONNX Runtime is timed up front only for a display that shows it
     progress = progress or Progress()
     if knobs.trials < 0:
         raise TunerError("--trials must be >= 0")
@@ -58,7 +59,7 @@ def tune_model(
         check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
     warm_from = resolve_schedules(schedules, spec)
     lowered = lower_prepared(prepared, spec, strategy, layout=layout)
-    if verify and measure_here and not spec.is_gpu and not prepared.consts:
+    if shown and verify and measure_here and not spec.is_gpu and not prepared.consts:
         _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
