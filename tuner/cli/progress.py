@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from ..tuning.knobs import UNLIMITED
 from ..tuning.progress import Progress, RoundStatus
 
 
@@ -17,6 +18,11 @@ def _estimate_words(status: RoundStatus, reference_ms: float | None) -> str:
         return ""
     words = f"kernel-time estimate {status.estimate_ms:.3f} ms"
     return words + (f" (ONNX Runtime {reference_ms:.3f} ms)" if reference_ms else "")
+
+
+def _counts(spent: int, budget: int | None) -> str:
+    """"72/200 trials", or "72 trials" when only time limits the run."""
+    return f"{spent}/{budget} trials" if budget and budget < UNLIMITED else f"{spent} trials"
 
 
 def _short(names: list[str], n: int = 2) -> str:
@@ -37,7 +43,7 @@ class PlainProgress(Progress):
         self._line(f"{name}: {detail}" if detail else name)
 
     def round(self, status: RoundStatus) -> None:
-        parts = [f"{status.spent}/{status.budget} trials"]
+        parts = [_counts(status.spent, status.budget)]
         if status.time_budget_s:
             parts.append(f"{status.elapsed_s:.0f} of {status.time_budget_s:.0f} s")
         estimate = _estimate_words(status, self.reference_ms)
@@ -98,7 +104,7 @@ class LiveProgress(Progress):
         else:
             done, total = self.spent, max(self.budget, self.spent, 1)
         eta = (total - done) * (elapsed / done) if done and not self.time_budget else (total - done)
-        counts = f"{self.spent}/{self.budget} trials" if self.budget else f"{self.spent} trials"
+        counts = _counts(self.spent, self.budget)
         self.bar.update(
             self.task, completed=done, total=total, counts=counts, eta=f"ETA {eta:.0f} s", status=self.status
         )

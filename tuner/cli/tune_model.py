@@ -9,7 +9,6 @@ from ..errors import TunerError
 from . import common
 from . import help as H
 
-UNLIMITED = 10**9  # --time-budget alone: tune until the time is spent
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -65,6 +64,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     shapes, consts = common.parse_model_args(args)
     from ..tuning import Knobs
+    from ..tuning.knobs import UNLIMITED
 
     if args.trials_per_iter < 1:
         raise TunerError("--trials-per-iter must be >= 1")

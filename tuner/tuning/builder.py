@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from .. import fast_math  # noqa: F401  (registers the llvm tanh/erf rules in every build worker)
+
 # TVM 0.27: StorageRewrite lets an fp32 accumulator stage reuse an fp16 shared buffer, and the typed
 # tvm_access_ptr of the WMMA store then fails its dtype check ("tvm_access_ptr element type must match the source
 # buffer"): 6 of 8 sampled f16f16f32 schedules failed to build. Tensorized kernels build without that rewrite.

@@ -27,7 +27,7 @@ from ..ir import flops
 from . import database as D
 from .builder import fast_build
 from .deadline import Deadline
-from .knobs import Knobs
+from .knobs import UNLIMITED, Knobs
 from .progress import Progress, RoundStatus, measure_callback
 from .rpc import runner as make_runner
 from .seed import seed_records
@@ -207,7 +207,8 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
         _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
         run.save()
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
-    progress.stage("tune", f"{len(run.tunable)} kernels, {budget} trials" + _time_words(knobs))
+    trials = f", {budget} trials" if budget < UNLIMITED else ""
+    progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))
     try:
         while spent < budget:
             if knobs.time_budget_s and time.time() - run.start >= knobs.time_budget_s:
