@@ -17,7 +17,6 @@ conv epilogue (GELU-tanh and a max over 260k elements, default schedule) 1.97 ms
 
 from __future__ import annotations
 
-
 # Eigen's float32 rational approximations (as in TOPI): x * p(x^2) / q(x^2) on x clamped to +-bound.
 # Coefficients highest degree first.
 _RATIONAL = {

@@ -21,7 +21,7 @@ def _estimate_words(status: RoundStatus, reference_ms: float | None) -> str:
 
 
 def _counts(spent: int, budget: int | None) -> str:
-    """"72/200 trials", or "72 trials" when only time limits the run."""
+    """ "72/200 trials", or "72 trials" when only time limits the run."""
     return f"{spent}/{budget} trials" if budget and budget < UNLIMITED else f"{spent} trials"
 
 

@@ -10,7 +10,6 @@ from . import common
 from . import help as H
 
 
-
 def parse_duration(text: str | None) -> float | None:
     if not text:
         return None

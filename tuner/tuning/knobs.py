@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 UNLIMITED = 10**9  # trials when only a time budget is given: tune until the time is spent
 
 
