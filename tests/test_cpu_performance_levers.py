@@ -73,6 +73,16 @@ def test_heuristic_tiles():
     assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8)[1] == [3, 1, 1, 5]
 
 
+def test_search_iterations_are_sized_to_the_budget():
+    from tuner.tuning.knobs import UNLIMITED, Knobs, per_iteration
+
+    assert per_iteration(Knobs(), UNLIMITED, 5) == 32  # time is the budget: large batches amortise the search
+    assert per_iteration(Knobs(), 64, 8) == 8  # a small trial budget still reaches every kernel
+    assert per_iteration(Knobs(), 600, 20) == 30
+    assert per_iteration(Knobs(), 10_000, 3) == 32
+    assert per_iteration(Knobs(num_trials_per_iter=4), UNLIMITED, 5) == 4  # --trials-per-iter wins
+
+
 def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):
     """A 1-second budget: the run stops after its first measured batch, long before the round's trial count, and the
     database records the thread count the candidates were measured with."""

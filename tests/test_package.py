@@ -180,6 +180,19 @@ def test_run_profile_shows_kernels_and_onnxruntime_nodes(cnn_package, cnn):
     assert launched and all(any(n.startswith(k) for k in manifest["kernel_names"]) for n in launched), names
     assert abs(sum(k["share"] for k in prof["kernels"]) - 1) < 1e-6
     assert {"Conv"} <= {n["op"] for n in prof["onnxruntime"]} and all(n["ms"] >= 0 for n in prof["onnxruntime"])
+    # every kernel is attributed to its ONNX nodes, and ONNX Runtime's time for those nodes sits beside it
+    kernels = [k for k in prof["kernels"] if not k["name"].startswith("VM runtime")]
+    assert all(k["onnx_nodes"] and k["onnx_ops"] for k in kernels), kernels
+    convs = [k for k in kernels if k["onnx_ops"].startswith("Conv")]
+    assert convs and all(k["onnxruntime_ms"] and k["onnxruntime_ms"] > 0 for k in convs)
+    import onnx
+
+    onnx_nodes = {n.name for n in onnx.load(cnn).graph.node}
+    assert all(set(k["onnx_nodes"]) <= onnx_nodes for k in kernels)
+    attributed = sum(k["onnxruntime_ms"] or 0 for k in kernels)
+    assert attributed + sum(n["ms"] for n in prof["onnxruntime_unattributed"]) == pytest.approx(
+        sum(n["ms"] for n in prof["onnxruntime"])
+    )
 
 
 def test_info_describes_a_package_without_loading_it(tuned_mlp):

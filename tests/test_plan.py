@@ -77,13 +77,25 @@ def test_plan_cli_json_and_svg(cnn, tmp_path):
     if not shutil.which("dot"):
         pytest.fail("Graphviz `dot` is missing: scripts/setup.sh installs it")
     svg = tmp_path / "plan.svg"
-    r = run_cli("plan", cnn, "--target", "llvm", "--json", "-", "--svg", str(svg))
+    r = run_cli("plan", cnn, "--target", "llvm", "--json", "--svg", str(svg))  # --json alone: to stdout
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["strategy"] == "tvm" and doc["kernels"] == len([g for g in doc["groups"] if g["launched"]])
     assert {"name", "onnx_nodes", "ops"} <= set(doc["groups"][0]) and all("reason" in b for b in doc["boundaries"])
     text = svg.read_text()
     assert text.lstrip().startswith("<?xml") and "stem/relu" in text and "cluster" in text
+
+
+def test_plan_table_names_kernels_by_onnx_ops_and_nodes(cnn, tmp_path):
+    r = run_cli("plan", cnn, "--target", "llvm", "--json", str(tmp_path / "p.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert "Conv+Relu+Add" in r.stdout and "fused_conv2d" not in r.stdout  # ONNX words; TVM's names with -v
+    assert "KiB" in r.stdout and " KB" not in r.stdout
+    verbose = run_cli("plan", cnn, "--target", "llvm", "-v")
+    assert doc["groups"][0]["name"] in verbose.stdout
+    quiet = run_cli("plan", cnn, "--target", "llvm", "-q")
+    assert quiet.returncode == 0 and quiet.stdout.strip() == ""
 
 
 def test_plan_unknown_strategy(cnn):

@@ -141,6 +141,8 @@ def test_meaningless_models(tmp_path):
     m = base_models()["cnn"]
     m.opset_import[0].version = 99
     assert_clean_error(run_cli("check", _save(tmp_path, m)), "opset 99 is newer")
+    m.opset_import[0].version = 1
+    assert_clean_error(run_cli("check", _save(tmp_path, m)), "opset 1 predates")
     for dim in (2**40, 2**63 - 1, -1):
         m = base_models()["cnn"]
         m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = dim

@@ -53,10 +53,15 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
     def transform(mod, _ctx):
         if desired is None:
             return mod
-        try:
-            return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
-        except Exception:  # TVM 0.27's ConvertLayout fails on some graphs (channel splits into blocks): keep NCHW
-            return mod
+        from .frontend import quiet_native_stderr
+
+        # TVM 0.27's ConvertLayout fails on some graphs (channel splits into blocks; magika's squeezed 3-D conv
+        # output): keep NCHW, and keep the "BlockBuilder destroyed" warning of the unwound pass off the terminal
+        with quiet_native_stderr():
+            try:
+                return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
+            except Exception:
+                return mod
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")
 

@@ -15,6 +15,9 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 
 
+MIN_OPSET = 7  # numpy-style broadcasting; ONNX Runtime's oldest supported opset
+
+
 def default_opset(model: onnx.ModelProto) -> int:
     for op in model.opset_import:
         if op.domain in ("", "ai.onnx"):
@@ -101,17 +104,30 @@ def _check_types(model: onnx.ModelProto, path: str) -> None:
         pass
 
 
-def check_meaningful(model: onnx.ModelProto, path: str) -> None:
-    """What the checker accepts but nothing can be built from: no outputs, an opset no onnx release defines,
-    inputs of element types we cannot feed or dimensions no tensor can have."""
-    if not model.graph.output:
-        raise TunerError(f"{path}: the graph has no outputs; a model without outputs computes nothing")
+def check_opset(model: onnx.ModelProto, path: str) -> None:
+    """An opset this onnx defines and ONNX Runtime loads; checked before onnx.checker, whose complaints about an
+    old opset ("Required attribute 'consumed_inputs' is missing") do not say what is wrong."""
     opset, newest = default_opset(model), onnx.defs.onnx_opset_version()
     if opset > newest:
         raise TunerError(
             f"{path}: opset {opset} is newer than any this onnx {onnx.__version__} knows (up to {newest})",
             "export with a released opset",
         )
+    declared = any(op.domain in ("", "ai.onnx") for op in model.opset_import)
+    if declared and opset < MIN_OPSET:
+        raise TunerError(
+            f"{path}: opset {opset} predates ONNX's numpy-style broadcasting (opset {MIN_OPSET}); its Add/Mul/Gemm "
+            "semantics differ, and ONNX Runtime, the reference every build is verified against, loads opset "
+            f"{MIN_OPSET} and newer only",
+            "convert it first: onnx.version_converter.convert_version(onnx.load(path), 13)",
+        )
+
+
+def check_meaningful(model: onnx.ModelProto, path: str) -> None:
+    """What the checker accepts but nothing can be built from: no outputs, an opset no onnx release defines,
+    inputs of element types we cannot feed or dimensions no tensor can have."""
+    if not model.graph.output:
+        raise TunerError(f"{path}: the graph has no outputs; a model without outputs computes nothing")
     for t in model.graph.initializer:
         _check_tensor_size(t, path)
     inits = {t.name for t in model.graph.initializer}

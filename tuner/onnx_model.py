@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import TunerError
-from .onnx_checks import check_meaningful, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
+from .onnx_checks import check_meaningful, check_opset, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
 
 # Ops whose presence means shapes are computed inside the graph.
 _SHAPE_OPS = {"Shape", "Size"}
@@ -90,6 +90,7 @@ def load_onnx(path: str) -> onnx.ModelProto:
         ) from err
     if not model.graph.node and not model.graph.output:
         raise TunerError(f"{path}: parsed as ONNX but holds no graph", "the file is probably not an ONNX model")
+    check_opset(model, path)
     run_checker(model, path)
     check_meaningful(model, path)
     return model
@@ -301,6 +302,7 @@ def prepare_model(
         path = f"<memory:{source.graph.name or 'model'}>"
         model = onnx.ModelProto()
         model.CopyFrom(source)
+        check_opset(model, path)
         run_checker(model, path)
         check_meaningful(model, path)
         digest = hashlib.sha256(source.SerializeToString()).hexdigest()

@@ -52,7 +52,32 @@ def add_layout_arg(p: argparse.ArgumentParser) -> None:
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help=H.JSON)
+    add_verbosity_flags(p)
     p.add_argument("--debug", action="store_true", help=H.DEBUG)
+
+
+def add_verbosity_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true", help=H.VERBOSE)
+    group.add_argument("-q", "--quiet", action="store_true", help=H.QUIET)
+
+
+_quiet = False  # -q of the command being run: every console() prints nothing (errors go to err_console)
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse one subcommand's arguments and apply its -q/-v to the consoles and TVM's loggers."""
+    global _quiet
+    args = p.parse_args(argv)
+    _quiet = bool(getattr(args, "quiet", False))
+    if not getattr(args, "verbose", False):
+        import logging
+        import warnings
+
+        for name in ("tvm.s_tir.meta_schedule", "tvm.meta_schedule"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", module="tvm")
+    return args
 
 
 def parse_model_args(args):
@@ -83,7 +108,7 @@ def console():
 
     # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
     width = None if sys.stdout.isatty() else 200
-    return Console(highlight=False, soft_wrap=True, width=width)
+    return Console(highlight=False, soft_wrap=True, width=width, quiet=_quiet)
 
 
 def err_console():

@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
     from ..compare.driver import compare
 

@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
     from ..interface.compile import compile_model
 

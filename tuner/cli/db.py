@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     from ..tuning import database as D
 
     if args.action == "show":

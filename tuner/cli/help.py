@@ -44,6 +44,8 @@ DB = "tuning database folder to apply (records for another target are refused)"
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"
 DEBUG = "show full tracebacks on errors"
+VERBOSE = "more detail: TVM's own logs (MetaSchedule's while tuning) and each command's extras (plan: TVM kernel names)"
+QUIET = "print nothing but errors: the exit code is the result (for scripts)"
 VERIFY = (
     "ONNX model to run in ONNX Runtime on the same inputs and compare against; on CPU, ONNX Runtime is also timed "
     "run for run beside the package"

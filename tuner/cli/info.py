@@ -15,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     from ..runtime.package import read_package
 
     manifest, members = read_package(args.package)  # digest, schema and checksums: nothing is loaded

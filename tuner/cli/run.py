@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     if args.repeat < 1:
         from ..errors import TunerError
 
@@ -54,11 +54,11 @@ def main(argv: list[str]) -> int:
     if args.json:
         common.print_json(result)
     else:
-        render(result, args.top)
+        render(result, args.top, args.verbose)
     return 0 if (result.get("verify") or {}).get("ok", True) else 1
 
 
-def render(result, top: int = 15) -> None:
+def render(result, top: int = 15, verbose: bool = False) -> None:
     from rich.table import Table
 
     con = common.console()
@@ -102,19 +102,44 @@ def render(result, top: int = 15) -> None:
                 con.print(f"  [red]{name}[/]: {detail}")
     prof = result.get("profile")
     if prof:
-        _profile_tables(con, prof, top)
+        _profile_tables(con, prof, top, verbose)
 
 
-def _profile_tables(con, prof, top: int) -> None:
+def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
+    """The package's kernels slowest first; with the ONNX model, each labelled by its ONNX ops and first node,
+    beside ONNX Runtime's time for the same nodes."""
     from rich.table import Table
 
+    from .plan import node_label
+
+    labelled = any("onnx_ops" in r for r in prof["kernels"])
+    with_ort = "onnxruntime" in prof
     t = Table(title="where the package's time goes (per run)", title_justify="left")
-    for col in ("kernel", "calls", "ms", "share"):
-        t.add_column(col, justify="left" if col == "kernel" else "right")
+    columns = ["kernel"] if not labelled else ["ONNX ops", "first ONNX node"] + (["TVM kernel"] if verbose else [])
+    columns += ["calls", "ms", "share"] + (["ORT ms", "× ORT"] if with_ort else [])
+    for col in columns:
+        t.add_column(col, justify="left" if col in ("kernel", "ONNX ops", "first ONNX node", "TVM kernel") else "right")
     for r in prof["kernels"][:top]:
-        t.add_row(r["name"], str(r["calls"]), f"{r['ms']:.3f}", f"{100 * r['share']:.1f}%")
+        if labelled:
+            name = [r.get("onnx_ops", r["name"]), node_label(r.get("onnx_nodes", []))]
+            name += [r["name"]] if verbose else []
+        else:
+            name = [r["name"]]
+        row = [*name, str(r["calls"]), f"{r['ms']:.3f}", f"{100 * r['share']:.1f}%"]
+        if with_ort:
+            ort = r.get("onnxruntime_ms")
+            row += [f"{ort:.3f}" if ort else "—", f"{r['ms'] / ort:.2f}" if ort else "—"]
+        t.add_row(*row)
     con.print(t)
-    if prof.get("onnxruntime"):
+    if len(prof["kernels"]) > top:
+        con.print(f"(+{len(prof['kernels']) - top} more kernels; --top N shows more)")
+    unattributed = prof.get("onnxruntime_unattributed") or []
+    if unattributed:
+        shown = ", ".join(f"{r['name']} ({r['op']}) {r['ms']:.3f}" for r in unattributed[:4])
+        more = f" +{len(unattributed) - 4} more" if len(unattributed) > 4 else ""
+        total = sum(r["ms"] for r in unattributed)
+        con.print(f"ONNX Runtime nodes of its own (no ONNX node of the model): {total:.3f} ms: {shown}{more}")
+    if with_ort and not labelled:
         t = Table(title="ONNX Runtime, same inputs and threads (its profiler, per run)", title_justify="left")
         for col in ("node", "op", "ms", "share"):
             t.add_column(col, justify="left" if col in ("node", "op") else "right")

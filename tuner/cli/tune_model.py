@@ -48,24 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", action="append", default=[], help="do not tune tasks whose name matches")
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
-    p.add_argument("--trials-per-iter", type=int, default=8, help="candidates measured per search iteration")
+    p.add_argument(
+        "--trials-per-iter",
+        type=int,
+        help="candidates measured per search iteration (default: 32 with a time budget alone, else the trial "
+        "budget over the kernels, 8 to 32)",
+    )
     p.add_argument("--seed", type=int)
     p.add_argument("--rpc", metavar="HOST:PORT:KEY", help=H.RPC)
     p.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime check of the tuned package")
     p.add_argument("-o", "--output", required=True, help=H.OUTPUT_PKG)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress display (for scripts)")
-    p.add_argument("--verbose", action="store_true", help="show MetaSchedule's own logs")
     common.add_output_flags(p)
     return p
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
     from ..tuning import Knobs
     from ..tuning.knobs import UNLIMITED
 
-    if args.trials_per_iter < 1:
+    if args.trials_per_iter is not None and args.trials_per_iter < 1:
         raise TunerError("--trials-per-iter must be >= 1")
     knobs = Knobs(
         trials=args.trials if args.trials is not None else (UNLIMITED if args.time_budget else 64),

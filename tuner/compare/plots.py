@@ -138,7 +138,11 @@ def kernel_time(doc, path, top: int = 8) -> bool:
         return False
     plt = _plt()
     fig, axes = plt.subplots(
-        len(variants), 1, figsize=(9, 1.0 + 0.28 * (top + 1) * len(variants) + 0.4 * len(variants)), squeeze=False
+        len(variants),
+        1,
+        figsize=(9, 1.0 + 0.28 * (top + 1) * len(variants) + 0.4 * len(variants)),
+        squeeze=False,
+        sharex=True,  # one time scale: bars of different strategies compare at a glance
     )
     for ax, (name, v) in zip(axes[:, 0], variants.items()):
         per = {}

@@ -9,18 +9,8 @@ import json
 import os
 
 from ..runtime.package import atomic_write
+from ..units import human_bytes as _human
 from . import plots
-
-
-def _human(n) -> str:
-    if n is None:
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def _num(x, fmt="{:.3g}") -> str:

@@ -4,7 +4,7 @@ and ONNX Runtime beside it; latencies worded by `stats.compare_stats` ("within n
 from __future__ import annotations
 
 from ..stats import compare_stats
-from .report import _human
+from ..units import human_bytes as _human
 
 
 def _fused_vs_none(doc, tuned: bool):

@@ -130,7 +130,8 @@ def _timed_loop(model, feed, repeat, warmup, duration_s, ort_run):
 def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
     """Where the time goes: the package's kernels (VM runtime built-ins summed as one row), and, given the ONNX
     model, ONNX Runtime's nodes with the same inputs and thread count."""
-    rows = model.profile(**feed)
+    order: list[str] = []
+    rows = model.profile(**feed, order=order)
     kernels = [r for r in rows if not r["name"].startswith("vm.builtin.")]
     builtins = [r for r in rows if r["name"].startswith("vm.builtin.")]
     if builtins:
@@ -143,13 +144,55 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
             }
         )
     out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
-    if onnx_path and model.manifest["target"]["kind"] == "llvm":
+    if not onnx_path:
+        return out
+    from ..plan.attribution import kernel_groups, nodes_of, onnxruntime_by_kernel, ops_label
+
+    groups = kernel_groups(order, plan_of_package(model.manifest, onnx_path))
+    for r in out["kernels"]:
+        if r["name"] in groups:
+            r["onnx_nodes"], r["onnx_ops"] = nodes_of(groups[r["name"]]), ops_label(groups[r["name"]])
+    if model.manifest["target"]["kind"] == "llvm":
         from ..reference import onnxruntime_profile
 
-        nodes = onnxruntime_profile(onnx_path, feed, model.manifest.get("num_threads"))
+        nodes = onnxruntime_profile(
+            onnx_path, _reference_feed(model, feed, onnx_path), model.manifest.get("num_threads")
+        )
         whole = sum(n["ms"] for n in nodes) or 1.0
         out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
+        per_kernel, unmatched = onnxruntime_by_kernel(
+            {k: nodes_of(g) for k, g in groups.items()}, nodes, _producers(onnx_path)
+        )
+        for r in out["kernels"]:
+            r["onnxruntime_ms"] = per_kernel.get(r["name"])
+        out["onnxruntime_unattributed"] = unmatched
     return out
+
+
+def _producers(onnx_path: str) -> dict[str, str]:
+    """{tensor name: the ONNX node that outputs it} (ONNX Runtime names rewritten nodes after their output)."""
+    import onnx
+
+    graph = onnx.load(onnx_path, load_external_data=False).graph
+    return {out: node.name for node in graph.node if node.name for out in node.output}
+
+
+def plan_of_package(manifest: dict, onnx_path: str):
+    """The fusion plan of the model with the package's own settings (shapes, consts, fusion, layout, precision),
+    for the ONNX nodes behind each kernel."""
+    from ..plan import build_plan
+
+    config = manifest["target"]["config"]
+    target = f"llvm:{config['mcpu']}" if config["kind"] == "llvm" else f"cuda:{config['arch']}"
+    return build_plan(
+        onnx_path,
+        target=target,
+        fusion=manifest["fusion"],
+        shapes={i["name"]: tuple(i["shape"]) for i in manifest["inputs"]},
+        consts=manifest.get("consts") or None,
+        precision=manifest.get("precision"),
+        layout=manifest.get("layout") or "nchw",
+    )
 
 
 def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict:

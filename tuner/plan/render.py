@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..units import human_bytes
 from .model import FusionPlan
 
 
@@ -43,14 +44,6 @@ def to_dot(plan: FusionPlan) -> str:
             lines.append(f'  {q(a)} -> {q(b)} [color="#4c78a8", style=dashed];')
     lines.append("}")
     return "\n".join(lines)
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def render_svg(plan: FusionPlan, path: str) -> None:

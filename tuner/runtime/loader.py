@@ -167,11 +167,12 @@ class Model:
             times.append((time.perf_counter() - t0) * 1e3)
         return times
 
-    def profile(self, *args, repeat: int = 5, **kwargs) -> list[dict]:
+    def profile(self, *args, repeat: int = 5, order: list | None = None, **kwargs) -> list[dict]:
         """Time every call the VM makes (kernels and runtime built-ins), median over `repeat` runs after a
-        warm-up: [{name, calls (per run), ms (per run), share}], slowest first."""
+        warm-up: [{name, calls (per run), ms (per run), share}], slowest first. `order` receives the call
+        sequence of one inference."""
         tensors = self._to_device(self._bind(args, kwargs))
-        per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat)
+        per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
             {"name": k, "calls": c["calls"], "ms": c["total_us"] / 1e3, "share": c["total_us"] / whole}

@@ -16,6 +16,7 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -27,7 +28,7 @@ from ..ir import flops
 from . import database as D
 from .builder import fast_build
 from .deadline import Deadline
-from .knobs import UNLIMITED, Knobs
+from .knobs import UNLIMITED, Knobs, per_iteration
 from .progress import Progress, RoundStatus, measure_callback
 from .rpc import runner as make_runner
 from .seed import seed_records
@@ -111,6 +112,7 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     budget = max(0, knobs.trials - done_before)
     if knobs.max_trials_per_task:
         tunable = [(t, st) for t, st in tunable if not resume or st.trials < knobs.max_trials_per_task]
+    knobs = dataclasses.replace(knobs, num_trials_per_iter=per_iteration(knobs, budget, len(tunable)))
     tunable = _fit_budget(tunable, budget, knobs)
     run = _Run(
         db_dir, db, manifest, states, tunable, knobs, model_key, fusion, float(manifest.get("wall_seconds", 0.0))

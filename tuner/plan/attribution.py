@@ -1,0 +1,84 @@
+"""A built package's kernels attributed to ONNX nodes, and ONNX Runtime's per-node times to those kernels: where
+the package loses time to ONNX Runtime, kernel by kernel.
+
+The package keeps TVM's kernel names; the plan knows each kernel's ONNX nodes. Both come from the same lowering,
+and the VM calls kernels in the order of the plan's launched groups, so the two sequences are aligned in order,
+by base name (TVM numbers names apart and marks packed kernels `_prepacked`); a plan kernel the build folded away
+(a kernel on constants only) is skipped. ONNX Runtime names its nodes after the ONNX nodes, or after the output
+tensor of a node it rewrote (its NCHWc convs: `stem/relu_out_nchwc`), with suffixes (`_nchwc`, `:0`); nodes it
+adds (layout reorders) belong to no kernel and are listed apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .model import FusionPlan
+
+_BUILD_SUFFIX = re.compile(r"(_prepacked)?\d*$")
+_ORT_SUFFIX = re.compile(r"(:\d+)?(_nchwc)?$")
+
+
+def base_name(kernel: str) -> str:
+    """ "fused_conv2d_strided_slice11_prepacked" and "fused_conv2d_strided_slice1" -> "fused_conv2d_strided_slice"."""
+    return _BUILD_SUFFIX.sub("", _BUILD_SUFFIX.sub("", kernel))
+
+
+def kernel_groups(calls: list[str], plan: FusionPlan) -> dict[str, list]:
+    """{kernel symbol: the plan's groups it runs} for the kernels in `calls` (one inference's call sequence,
+    built-ins included); a kernel called at several sites gets the group of each. Kernels not found in the plan's
+    order are left out."""
+    groups = [g for g in plan.groups if g.launched]
+    out: dict[str, list] = {}
+    k = 0
+    for symbol in calls:
+        if symbol.startswith("vm.builtin.") or k >= len(groups):
+            continue
+        j = next((i for i in range(k, len(groups)) if base_name(groups[i].name) == base_name(symbol)), None)
+        if j is None:
+            continue
+        out.setdefault(symbol, []).append(groups[j])
+        k = j + 1
+    return out
+
+
+def ops_label(groups: list, width: int = 36) -> str:
+    """A kernel as its ONNX ops in order ("Conv+Add+Relu"), cut to `width`. A transpose our layout pass put in
+    front of a conv reads "layout Transpose (Conv)"."""
+    members = [m for g in groups for m in g.members]
+    if members and all(m.primfunc.startswith("transpose") and m.onnx_op != "Transpose" for m in members):
+        return f"layout Transpose ({members[0].onnx_op or '?'})"
+    ops = []
+    for g in groups:
+        for m in g.members:
+            for op in [m.onnx_op] + [o for _, o in m.merged]:
+                if op and (not ops or ops[-1] != op):
+                    ops.append(op)
+    text = "+".join(ops) or (groups[0].name if groups else "?")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def nodes_of(groups: list) -> list[str]:
+    seen: list[str] = []
+    for g in groups:
+        seen += [n for n in g.onnx_nodes if n not in seen]
+    return seen
+
+
+def onnxruntime_by_kernel(
+    nodes_of: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, str] | None = None
+) -> tuple[dict[str, float], list]:
+    """({kernel: ONNX Runtime ms of the same ONNX nodes}, ONNX Runtime rows that match no kernel). `producer` maps
+    tensor names to the ONNX node that outputs them."""
+    owner = {node: kernel for kernel, nodes in nodes_of.items() for node in nodes}
+    producer = producer or {}
+    per_kernel: dict[str, float] = {}
+    unmatched = []
+    for row in ort_rows:
+        name = _ORT_SUFFIX.sub("", row["name"])
+        kernel = owner.get(row["name"]) or owner.get(name) or owner.get(producer.get(name, ""))
+        if kernel is None:
+            unmatched.append(row)
+        else:
+            per_kernel[kernel] = per_kernel.get(kernel, 0.0) + row["ms"]
+    return per_kernel, unmatched
