@@ -65,6 +65,35 @@ def test_unsupported_ops_in_subgraphs_are_listed_with_node_names(tmp_path):
     assert json.loads(r.stdout)["unsupported"][0]["nodes"] == ["branch/else_branch/act/Celu"]
 
 
+def test_every_node_a_converter_rejects_is_listed(tmp_path, monkeypatch):
+    """Two nodes a converter rejects, with an accepted node between them: both are listed, by name, with the
+    converter's reason; the import goes on past the first with zeros standing in. (A converter registered over
+    TVM's that rejects Softsign stands for one TVM 0.27 rejects: which attribute combinations those are changes
+    between TVM versions.)"""
+    from tuner.converters import CONVERTERS
+
+    def reject(bb, inputs, attrs):
+        raise ValueError("Softsign with this attribute combination is not implemented")
+
+    monkeypatch.setitem(CONVERTERS, "Softsign", reject)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [
+        helper.make_node("Softsign", ["x"], ["s1"], name="first_softsign"),
+        helper.make_node("Relu", ["s1"], ["r"], name="relu"),
+        helper.make_node("Softsign", ["r"], ["y"], name="second_softsign"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ss.onnx")
+    rep = check_model(path)
+    assert [(u["op"], u["nodes"]) for u in rep.unsupported] == [
+        ("Softsign", ["first_softsign"]),
+        ("Softsign", ["second_softsign"]),
+    ]
+    assert all("not implemented" in u["reason"] for u in rep.unsupported)
+    assert not rep.buildable
+
+
 def test_const_freezes_the_branch_away(tmp_path):
     path = unsupported_in_if_model(tmp_path / "lstm_if.onnx")
     rep = check_model(path, consts={"flag": 1})

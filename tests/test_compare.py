@@ -70,6 +70,11 @@ def test_metrics_come_from_the_build(chain_report):
     assert tvm["intensity"] > none["intensity"]
     assert doc["machine"]["launch_us"] > 0 and doc["machine"]["peak_gflops"] > 1 and doc["machine"]["peak_gbps"] > 0.5
     assert none["launch_overhead_us"] == pytest.approx(5 * doc["machine"]["launch_us"])
+    # kernels are named by their ONNX nodes (the strategy's plan), as the report labels them
+    fused = doc["variants"]["tvm"]["kernels"]
+    assert [k["onnx_nodes"] for k in fused] == [["add", "relu", "mul", "neg", "tanh"]]
+    assert fused[0]["onnx_ops"] == "Add+Relu+Mul+Neg+Tanh"
+    assert [k["onnx_ops"] for k in doc["variants"]["none"]["kernels"]] == ["Add", "Relu", "Mul", "Neg", "Tanh"]
 
 
 def test_latency_profile_and_verification(chain_report):

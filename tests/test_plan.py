@@ -84,6 +84,10 @@ def test_plan_cli_json_and_svg(cnn, tmp_path):
     assert {"name", "onnx_nodes", "ops"} <= set(doc["groups"][0]) and all("reason" in b for b in doc["boundaries"])
     text = svg.read_text()
     assert text.lstrip().startswith("<?xml") and "stem/relu" in text and "cluster" in text
+    import onnx
+
+    graph_input = onnx.load(cnn).graph.input[0].name
+    assert f"<title>input:{graph_input}</title>" in text  # the model's input is drawn, feeding its first kernel
 
 
 def test_plan_table_names_kernels_by_onnx_ops_and_nodes(cnn, tmp_path):

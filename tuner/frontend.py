@@ -61,6 +61,19 @@ def _sanitize(name: str) -> str:
     return s if s and not s[0].isdigit() else f"n_{s}"
 
 
+def _stand_in(importer, node) -> bool:
+    """Zeros of a rejected node's output shapes in its place (collect mode); False when a shape is unknown."""
+    import numpy as np
+    from tvm import relax
+
+    known = [importer.static_shapes.get(o) for o in node.output]
+    if not node.output or any(k is None for k in known):
+        return False
+    for name, (shape, dtype) in zip(node.output, known):
+        importer._nodes[name] = relax.const(np.zeros(shape, dtype))
+    return True
+
+
 def _make_importer_class():
     from tvm import relax
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
@@ -86,6 +99,10 @@ def _make_importer_class():
             self.current_node: OnnxNodeRef | None = None
             self._marks: list[tuple[OnnxNodeRef, str]] = []  # (node, name of its last binding)
             self._index = 0
+            # `conversion_errors` mode: a node that fails is recorded and stood in for by zeros of its output
+            # shapes (tensor name -> (shape, dtype) from shape inference), so the nodes after it are tried too
+            self.collect: list | None = None
+            self.static_shapes: dict = {}
 
         def _parse_graph_initializers(self, graph):
             if not self._keep_params_in_input:
@@ -115,6 +132,10 @@ def _make_importer_class():
                     raise
                 except Exception as err:
                     msg = summarize_native_error(err)
+                    if self.collect is not None:
+                        self.collect.append((node.op_type, ref.name, msg))
+                        if _stand_in(self, node):
+                            continue
                     raise UnsupportedModelError(
                         f"TVM's ONNX frontend cannot convert {node.op_type} node {ref.name!r}: {msg}",
                         hint=_hint_for(node.op_type, msg),

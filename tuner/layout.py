@@ -43,6 +43,14 @@ def conv_layouts(layout: str, lanes: int) -> dict | None:
     raise ValueError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
 
 
+LAYOUT_FALLBACK = "fusion_tuner.layout_fallback"  # module attribute: why the convs stayed NCHW
+
+
+def layout_fallback(mod) -> str | None:
+    """Why ConvertConvLayout left the module's convs in NCHW, or None."""
+    return str(mod.attrs[LAYOUT_FALLBACK]) if mod.attrs is not None and LAYOUT_FALLBACK in mod.attrs else None
+
+
 def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as TVM names its passes)
     """Convolutions to `layout` (a no-op for `nchw` and for modules without a conv2d)."""
     import tvm
@@ -60,8 +68,9 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
         with quiet_native_stderr():
             try:
                 return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
-            except Exception:
-                return mod
+            except Exception as err:  # said in the manifest: the package's layout is then NCHW
+                reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
+                return mod.with_attr(LAYOUT_FALLBACK, f"{layout} conversion failed in TVM's ConvertLayout: {reason}")
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")
 

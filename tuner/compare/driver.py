@@ -26,6 +26,7 @@ class Variant:
     build: object = None  # BuildResult
     static: object = None  # StaticMetrics
     doc: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)  # kernel -> {"onnx_ops", "onnx_nodes"}
 
 
 def parse_strategies(text: str | None) -> list[str]:
@@ -168,6 +169,7 @@ def _build_variant(
         v.doc["default_schedule_kernels"] = (
             v.build.db_info["untuned"] if v.build.db_info else sorted({k.kernel for k in v.static.kernels})
         )
+        v.labels = _onnx_labels(prepared, spec, strategy_name, lowered["module"].layout, v.static.kernels)
     except TunerError as err:
         v.status, v.error = "failed", err.message
     except Exception as err:  # a build bug in one variant must not lose the others
@@ -181,6 +183,28 @@ def _build_variant(
         + (f"{v.static.launches} kernels, built in {v.doc['build_s']} s" if v.status == "ok" else f"FAILED: {v.error}")
     )
     return v
+
+
+def _onnx_labels(prepared, spec, strategy_name, layout, kernels) -> dict:
+    """{kernel: {"onnx_ops", "onnx_nodes"}} from the strategy's fusion plan (tuner.plan.attribution); empty when
+    the plan cannot be matched (the report then names kernels as TVM does)."""
+    from ..plan import build_plan
+    from ..plan.attribution import kernel_groups, nodes_of, ops_label
+
+    try:
+        plan = build_plan(
+            prepared.path,
+            target=spec,
+            fusion=strategy_name,
+            shapes=prepared.shapes,
+            consts=prepared.consts or None,
+            precision=prepared.precision,
+            layout=layout,
+        )
+    except Exception:  # labels are a convenience: never lose a variant over them
+        return {}
+    groups = kernel_groups([k.kernel for k in kernels], plan)
+    return {k: {"onnx_ops": ops_label(g), "onnx_nodes": nodes_of(g)} for k, g in groups.items()}
 
 
 def _tune(lowered, db_dir, trials) -> None:
@@ -302,6 +326,7 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
                 row["time_us"] = p["total_us"] / p["calls"] if p else None
                 row["gflops"] = (k.flops / (row["time_us"] * 1e3)) if p and row["time_us"] else None
                 row["roofline_gflops"] = min(limits.peak_gflops, k.intensity * limits.peak_gbps)
+                row.update(v.labels.get(k.kernel, {}))
                 kernels.append(row)
             d["metrics"] = m
             d["kernels"] = kernels

@@ -145,16 +145,15 @@ def kernel_time(doc, path, top: int = 8) -> bool:
         sharex=True,  # one time scale: bars of different strategies compare at a glance
     )
     for ax, (name, v) in zip(axes[:, 0], variants.items()):
-        per = {}
+        per, label = {}, {}
         for k in v["kernels"]:
             if k.get("time_us"):
                 per[k["kernel"]] = per.get(k["kernel"], 0.0) + k["time_us"]
+                label[k["kernel"]] = onnx_label(k)
         ranked = sorted(per.items(), key=lambda kv: -kv[1])
         shown = ranked[:top]
         rest = sum(t for _, t in ranked[top:])
-        labels = [n if len(n) <= 60 else n[:57] + "..." for n, _ in shown] + (
-            [f"{len(ranked) - top} others"] if rest else []
-        )
+        labels = [label[n] for n, _ in shown] + ([f"{len(ranked) - top} others"] if rest else [])
         values = [t / 1e3 for _, t in shown] + ([rest / 1e3] if rest else [])
         ax.barh(labels, values, color=COLORS[0])
         ax.invert_yaxis()
@@ -166,6 +165,16 @@ def kernel_time(doc, path, top: int = 8) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def onnx_label(kernel_row: dict, width: int = 60) -> str:
+    """A kernel by its ONNX ops and first ONNX node ("Conv+Relu · stem/conv"), or TVM's name without a plan."""
+    nodes = kernel_row.get("onnx_nodes") or []
+    if kernel_row.get("onnx_ops") and nodes:
+        text = f"{kernel_row['onnx_ops']} · {nodes[0]}" + (f" +{len(nodes) - 1}" if len(nodes) > 1 else "")
+    else:
+        text = kernel_row["kernel"]
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 ALL = {"latency": latency, "roofline": roofline, "traffic_launches": traffic_and_launches, "kernel_time": kernel_time}

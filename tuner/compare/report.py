@@ -18,10 +18,10 @@ def _num(x, fmt="{:.3g}") -> str:
 
 
 def _summary_rows(doc):
-    header = [
+    """Two tables, so neither needs a scrollbar: (latency and verification), (what fusion changed)."""
+    timing_header = ["variant", "launches", "tuned kernels", "median ms", "p10", "p90", "std", "verify"]
+    static_header = [
         "variant",
-        "launches",
-        "tuned kernels",
         "launch overhead",
         "traffic",
         "intermediate traffic",
@@ -32,27 +32,30 @@ def _summary_rows(doc):
         "parallel extent (median / serial kernels)",
         "planned footprint",
         "weights",
-        "median ms",
-        "p10",
-        "p90",
-        "std",
-        "verify",
     ]
-    rows = []
+    timing, static = [], []
     for name, v in doc["variants"].items():
         if v["status"] != "ok":
-            rows.append([name, "FAILED"] + ["—"] * (len(header) - 2))
+            timing.append([name, "FAILED"] + ["—"] * (len(timing_header) - 2))
+            static.append([name] + ["—"] * (len(static_header) - 1))
             continue
         m = v["metrics"]
         vs = m.get("vs_unfused") or {}
         lat = v.get("latency_ms") or {}
         par = m["parallelism"]
         ver = v.get("verify")
-        rows.append(
+        timing.append(
             [
                 name,
                 str(m["launches"]),
                 str(v.get("tuned_kernels", 0)),
+                *(_num(lat.get(k), "{:.3f}") for k in ("median", "p10", "p90", "std")),
+                "—" if ver is None else ("PASS" if ver["ok"] else "FAIL") + f" ({ver.get('max_rel_err', 0):.1e})",
+            ]
+        )
+        static.append(
+            [
+                name,
                 _num(m["launch_overhead_us"], "{:.1f} µs"),
                 _human(m["traffic_bytes"]),
                 _human(m["intermediate_traffic_bytes"]),
@@ -63,21 +66,14 @@ def _summary_rows(doc):
                 f"{par['median']} / {par['serial_kernels']}",
                 _human(m["planned_storage_bytes"]),
                 _human(m["weight_bytes"]),
-                _num(lat.get("median"), "{:.3f}"),
-                _num(lat.get("p10"), "{:.3f}"),
-                _num(lat.get("p90"), "{:.3f}"),
-                _num(lat.get("std"), "{:.3f}"),
-                "—" if ver is None else ("PASS" if ver["ok"] else "FAIL") + f" ({ver.get('max_rel_err', 0):.1e})",
             ]
         )
     ref = (doc.get("reference") or {}).get("onnxruntime")
     if ref:
-        rows.append(
-            ["onnxruntime (reference)"]
-            + ["—"] * 12
-            + [f"{ref['median']:.3f}", f"{ref['p10']:.3f}", f"{ref['p90']:.3f}", f"{ref['std']:.3f}", "—"]
+        timing.append(
+            ["onnxruntime (reference)", "—", "—", *(f"{ref[k]:.3f}" for k in ("median", "p10", "p90", "std")), "—"]
         )
-    return header, rows
+    return (timing_header, timing), (static_header, static)
 
 
 def _top_kernels(v, n=8):
@@ -89,7 +85,7 @@ def _top_kernels(v, n=8):
     ks = sorted(launches.values(), key=lambda kc: -kc[0]["time_us"] * kc[1])[:n]
     rows = [
         [
-            k["kernel"],
+            plots.onnx_label(k, width=48),
             str(c),
             f"{k['time_us']:.1f}",
             f"{k['time_us'] * c:.1f}",
@@ -103,7 +99,7 @@ def _top_kernels(v, n=8):
         for k, c in ks
     ]
     return [
-        "kernel",
+        "kernel (ONNX ops · first node)",
         "launches",
         "µs each",
         "µs total",
@@ -143,8 +139,10 @@ def sections(doc, images: dict) -> list:
             f"FLOP/B; one kernel launch costs {_num(mach['launch_us'], '{:.2f} µs')} "
             f"({mach['source']['launch_us']}).",
         ),
-        ("h2", "Summary"),
-        ("table", *_summary_rows(doc)),
+        ("h2", "Summary: latency and verification"),
+        ("table", *_summary_rows(doc)[0]),
+        ("h2", "What fusion changed"),
+        ("table", *_summary_rows(doc)[1]),
     ]
     failed = {n: v for n, v in doc["variants"].items() if v["status"] != "ok"}
     if failed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import TunerError, UnsupportedModelError
+from ..errors import TunerError
 from ..onnx_model import default_opset, graph_inputs, graph_outputs, load_onnx, op_histogram, prepare_model
 
 
@@ -47,7 +47,8 @@ class CheckReport:
 
 
 def check_model(path: str, shapes: dict | None = None, consts: dict | None = None) -> CheckReport:
-    from ..frontend import import_to_relax, unsupported_nodes
+    from ..frontend import unsupported_nodes
+    from ..trial_import import conversion_errors
 
     model = load_onnx(path)
     shapes = dict(shapes or {})
@@ -91,18 +92,13 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
     report.unsupported += attribute_problems(prepared.model)
     if report.unsupported:
         return report
-    # A trial import finds what the op table cannot: converters that reject attributes or dynamic shapes.
-    try:
-        import_to_relax(prepared)
-    except UnsupportedModelError as err:
-        op, node, reason = _parse_conversion_error(err.message)
+    # A trial import finds what the op table cannot: converters that reject attributes or dynamic shapes. Every
+    # rejected node is listed, not only the first (the import goes on past each one).
+    errors, complete = conversion_errors(prepared)
+    for op, node, reason in errors:
         report.unsupported.append({"op": op, "nodes": [node], "reason": reason})
+    if errors and not complete:
+        report.problems.append(
+            f"nodes after {errors[-1][1]!r} were not tried: its output shapes are unknown, so nothing could stand in"
+        )
     return report
-
-
-def _parse_conversion_error(message: str) -> tuple[str, str, str]:
-    # "TVM's ONNX frontend cannot convert OP node 'NAME': REASON"
-    import re
-
-    m = re.match(r"TVM's ONNX frontend cannot convert (\S+) node '(.*?)': (.*)", message, re.S)
-    return (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", message)

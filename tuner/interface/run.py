@@ -181,12 +181,12 @@ def plan_of_package(manifest: dict, onnx_path: str):
     """The fusion plan of the model with the package's own settings (shapes, consts, fusion, layout, precision),
     for the ONNX nodes behind each kernel."""
     from ..plan import build_plan
+    from ..target import TargetSpec
 
-    config = manifest["target"]["config"]
-    target = f"llvm:{config['mcpu']}" if config["kind"] == "llvm" else f"cuda:{config['arch']}"
+    t = manifest["target"]
     return build_plan(
         onnx_path,
-        target=target,
+        target=TargetSpec(t["kind"], t["config"], t["key"]),
         fusion=manifest["fusion"],
         shapes={i["name"]: tuple(i["shape"]) for i in manifest["inputs"]},
         consts=manifest.get("consts") or None,

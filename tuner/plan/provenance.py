@@ -30,10 +30,10 @@ def build_plan(
     from ..fusion import get_strategy
     from ..lowering import import_for, lower
     from ..onnx_model import prepare_model
-    from ..target import resolve_target
+    from ..target import TargetSpec, resolve_target
 
     strategy = get_strategy(fusion)
-    spec = resolve_target(target)
+    spec = target if isinstance(target, TargetSpec) else resolve_target(target)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     mod, _, prov = import_to_relax(prepared)
     unfused = lower(mod, spec, get_strategy("none"), layout=layout)
@@ -47,7 +47,11 @@ def build_plan(
     refused = {}  # binding name -> "pattern: why", from the strategy's own decision log
     for cand, var, why in strategy.decisions():
         refused.setdefault(var, f"pattern check failed ({cand}): {why}")
+    from ..layout import layout_fallback
+
     notes = list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
+    if layout_fallback(grouped):
+        notes.append(f"layout: {layout_fallback(grouped)}; convolutions stay NCHW")
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
     return FusionPlan(
         prepared.path,

@@ -18,11 +18,13 @@ def to_dot(plan: FusionPlan) -> str:
         f"  label={q(f'{plan.model} — fusion={plan.strategy}: {plan.unfused_kernels} → {plan.kernels} kernels')};",
         "  labelloc=t; fontname=Helvetica;",
     ]
+    from .attribution import ops_label
+
     owner = {}
     for k, g in enumerate(plan.groups):
         color = "#4c78a8" if len(g.members) > 1 else "#999999"
         lines.append(
-            f"  subgraph cluster_{k} {{ label={q(g.name if len(g.name) < 48 else g.name[:45] + '...')}; "
+            f"  subgraph cluster_{k} {{ label={q(ops_label([g], width=48))}; "
             f"color={q(color)}; fontsize=9; style=rounded;"
         )
         for node in g.onnx_nodes or [f"{g.name}#{k}"]:
@@ -33,10 +35,18 @@ def to_dot(plan: FusionPlan) -> str:
                 lines.append(f"    {q(node)} [label={q(label)}];")
         lines.append("  }")
     by_var = {g.var: g for g in plan.groups}
+    drawn_inputs = set()
     for g in plan.groups:
         for src in g.inputs:
             p = by_var.get(src)
-            if p and (p.onnx_nodes or [None])[-1] and (g.onnx_nodes or [None])[0]:
+            if p is None and g.onnx_nodes:  # a graph input: drawn once, as the ONNX graph's own input
+                if src not in drawn_inputs:
+                    drawn_inputs.add(src)
+                    lines.append(
+                        f'  {q("input:" + src)} [label={q(src)}, shape=ellipse, style=filled, fillcolor="#eeeeee"];'
+                    )
+                lines.append(f"  {q('input:' + src)} -> {q(g.onnx_nodes[0])};")
+            elif p and (p.onnx_nodes or [None])[-1] and (g.onnx_nodes or [None])[0]:
                 label = q(human_bytes(p.output_bytes))
                 lines.append(f"  {q(p.onnx_nodes[-1])} -> {q(g.onnx_nodes[0])} [label={label}, fontsize=8];")
         nodes = g.onnx_nodes
