@@ -62,3 +62,19 @@ def test_real_model_every_strategy_matches_onnxruntime(name, real_models, tmp_pa
 def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
     kernels = {f: _verify(light(name), tmp_path, f) for f in STRATEGIES}
     assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels
+
+
+def test_a_graph_convertlayout_cannot_convert_stays_nchw_and_says_so(real_models, capfd):
+    """magika's conv output is sliced and squeezed to 3-D, and TVM 0.27's ConvertLayout fails on it: the package
+    is NCHW and says why, and the unwound pass's "BlockBuilder destroyed" warning stays off the terminal."""
+    from tuner.build import build_prepared
+    from tuner.fusion import get_strategy
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+
+    m = real_models("magika")
+    prepared = prepare_model(m.path, m.shapes or None, m.consts or None)
+    built = build_prepared(prepared, resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
+    assert built.layout == "nchw"  # what the package really is, not what was asked
+    assert any("ConvertLayout" in n and "stay NCHW" in n for n in prepared.notes)
+    assert "BlockBuilder destroyed" not in capfd.readouterr().err

@@ -43,6 +43,12 @@ def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
     with tempfile.TemporaryDirectory() as tmp:
         assert _best(_opened(str(lib / key), tmp)) == _best(db)  # the best of each kernel, nothing else
 
+    # re-curating a library with new databases keeps its records, and leaves the library's files as they were
+    before = sorted(os.listdir(lib / key))
+    r = run_cli("db", "curate", str(lib / key), db, "-o", str(tmp_path / "again"), "--top-k", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == curated["records"] and sorted(os.listdir(lib / key)) == before
+
     # auto finds the library through FUSION_TUNER_SCHEDULES; 2 trials cannot re-find what 16 found
     out = tmp_path / "warm"
     out.mkdir()

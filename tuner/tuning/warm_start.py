@@ -70,7 +70,7 @@ def _opened(source: str, tmp: str) -> str:
     """A folder JSONDatabase can open: the source itself, or its xz-compressed files expanded into `tmp`."""
     import lzma
 
-    if os.path.exists(os.path.join(source, D.WORKLOADS)):
+    if not os.path.exists(os.path.join(source, D.WORKLOADS + XZ)):  # a database; a library is compressed
         return source
     for name in os.listdir(source):
         src = os.path.join(source, name)
@@ -146,12 +146,20 @@ def curate(sources: list[str], dst: str, top_k: int = TOP_K) -> dict:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ft-curate-") as tmp:
-        doc = _curate_into(sources, tmp, target_spec, top_k)
+        # a curated library among the sources (re-curating schedules/ with new databases) is xz-compressed:
+        # expanded first, or its records would be silently left out
+        opened = []
+        for k, src in enumerate(sources):
+            os.makedirs(os.path.join(tmp, f"src{k}"))
+            opened.append(_opened(src, os.path.join(tmp, f"src{k}")))
+        out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        doc = _curate_into(opened, out, target_spec, top_k)
         for name in (D.WORKLOADS, D.RECORDS):
-            _xz(os.path.join(tmp, name), os.path.join(dst, name + XZ))
+            _xz(os.path.join(out, name), os.path.join(dst, name + XZ))
         for name in (D.MANIFEST, D.COST_MODEL):
-            if os.path.exists(os.path.join(tmp, name)):
-                shutil.copyfile(os.path.join(tmp, name), os.path.join(dst, name))
+            if os.path.exists(os.path.join(out, name)):
+                shutil.copyfile(os.path.join(out, name), os.path.join(dst, name))
     return {**doc, "db": dst, "bytes": sum(os.path.getsize(os.path.join(dst, n)) for n in os.listdir(dst))}
 
 
