@@ -133,7 +133,8 @@ def _make_importer_class():
                 except Exception as err:
                     msg = summarize_native_error(err)
                     if self.collect is not None:
-                        self.collect.append((node.op_type, ref.name, msg))
+                        name = ref.name if isinstance(ref.name, str) else bytes(ref.name).decode("utf-8", "replace")
+                        self.collect.append((str(node.op_type), name, msg))
                         if _stand_in(self, node):
                             continue
                     raise UnsupportedModelError(

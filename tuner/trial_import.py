@@ -30,8 +30,8 @@ def conversion_errors(prepared: PreparedModel, limit: int = 50) -> tuple[list[tu
             if not importer.collect:  # failed outside a node's converter
                 importer.collect.append(("?", "?", err.message))
             del err
-    errors = importer.collect[:limit]
-    importer = None  # its BlockBuilder goes while TVM's warning about it is silenced
+        errors = importer.collect[:limit]
+        importer = None  # its BlockBuilder goes while TVM's warning about it is silenced
     return errors, complete and len(errors) <= limit
 
 
