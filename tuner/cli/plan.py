@@ -65,18 +65,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def node_label(names: list[str], width: int = 40) -> str:
-    """The first ONNX node, its end kept when the name is long (exporters put the distinctive part last)."""
-    if not names:
-        return "—"
-    first = names[0] if len(names[0]) <= width else "…" + names[0][-(width - 1) :]
-    return first + (f" +{len(names) - 1}" if len(names) > 1 else "")
-
-
 def render(plan, verbose: bool = False) -> None:
     from rich.table import Table
 
-    from ..plan.attribution import ops_label
+    from ..plan.attribution import node_label, ops_label
 
     con = common.console()
     t = Table(

@@ -110,7 +110,7 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
     beside ONNX Runtime's time for the same nodes."""
     from rich.table import Table
 
-    from .plan import node_label
+    from ..plan.attribution import node_label
 
     labelled = any("onnx_ops" in r for r in prof["kernels"])
     with_ort = "onnxruntime" in prof

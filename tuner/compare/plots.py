@@ -169,9 +169,11 @@ def kernel_time(doc, path, top: int = 8) -> bool:
 
 def onnx_label(kernel_row: dict, width: int = 60) -> str:
     """A kernel by its ONNX ops and first ONNX node ("Conv+Relu · stem/conv"), or TVM's name without a plan."""
+    from ..plan.attribution import node_label
+
     nodes = kernel_row.get("onnx_nodes") or []
     if kernel_row.get("onnx_ops") and nodes:
-        text = f"{kernel_row['onnx_ops']} · {nodes[0]}" + (f" +{len(nodes) - 1}" if len(nodes) > 1 else "")
+        text = f"{kernel_row['onnx_ops']} · {node_label(nodes, width)}"
     else:
         text = kernel_row["kernel"]
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import re
 
+from . import reasons
 from .model import FusionPlan
 
-_BUILD_SUFFIX = re.compile(r"(_prepacked)?\d*$")
 _ORT_SUFFIX = re.compile(r"(:\d+)?(_nchwc)?$")
 
 
 def base_name(kernel: str) -> str:
     """ "fused_conv2d_strided_slice11_prepacked" and "fused_conv2d_strided_slice1" -> "fused_conv2d_strided_slice"."""
-    return _BUILD_SUFFIX.sub("", _BUILD_SUFFIX.sub("", kernel))
+    return reasons.base_name(reasons.base_name(kernel).removesuffix("_prepacked"))
 
 
 def kernel_groups(calls: list[str], plan: FusionPlan) -> dict[str, list]:
@@ -58,6 +58,14 @@ def ops_label(groups: list, width: int = 36) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def node_label(names: list[str], width: int = 40) -> str:
+    """The first ONNX node, its end kept when the name is long (exporters put the distinctive part last)."""
+    if not names:
+        return "—"
+    first = names[0] if len(names[0]) <= width else "…" + names[0][-(width - 1) :]
+    return first + (f" +{len(names) - 1}" if len(names) > 1 else "")
+
+
 def nodes_of(groups: list) -> list[str]:
     seen: list[str] = []
     for g in groups:
@@ -66,11 +74,11 @@ def nodes_of(groups: list) -> list[str]:
 
 
 def onnxruntime_by_kernel(
-    nodes_of: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, str] | None = None
+    nodes_by_kernel: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, str] | None = None
 ) -> tuple[dict[str, float], list]:
     """({kernel: ONNX Runtime ms of the same ONNX nodes}, ONNX Runtime rows that match no kernel). `producer` maps
     tensor names to the ONNX node that outputs them."""
-    owner = {node: kernel for kernel, nodes in nodes_of.items() for node in nodes}
+    owner = {node: kernel for kernel, nodes in nodes_by_kernel.items() for node in nodes}
     producer = producer or {}
     per_kernel: dict[str, float] = {}
     unmatched = []
