@@ -97,8 +97,9 @@ def lower_prepared(
     t1 = time.perf_counter()
     fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math, layout=layout)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
-    if layout_fallback(fused):  # TVM could not convert this graph: the package is NCHW, and says why
-        prepared.notes.append(f"layout: {layout_fallback(fused)}; convolutions stay NCHW")
+    fallback = layout_fallback(fused)
+    if fallback:  # TVM could not convert this graph: the package is NCHW, and says why
+        prepared.notes.append(f"layout: {fallback}; convolutions stay NCHW")
         layout = "nchw"
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings, layout)
 

@@ -69,7 +69,9 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
             try:
                 return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
             except Exception as err:  # said in the manifest: the package's layout is then NCHW
-                reason = str(err).strip().splitlines()[-1][:200] if str(err).strip() else type(err).__name__
+                from .errors import summarize_native_error
+
+                reason = summarize_native_error(err)
                 return mod.with_attr(LAYOUT_FALLBACK, f"{layout} conversion failed in TVM's ConvertLayout: {reason}")
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")
