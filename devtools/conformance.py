@@ -35,6 +35,18 @@ def collect_cases(names: set[str] | None = None) -> list:
     return cases
 
 
+def case_data(case) -> tuple[list, list]:
+    """(inputs, expected outputs) of the case's first data set as numpy arrays: the loader hands some dtypes
+    (float16, bfloat16, float8, int4, strings) over as TensorProtos."""
+    from onnx import TensorProto, numpy_helper
+
+    def array(x):
+        return numpy_helper.to_array(x) if isinstance(x, TensorProto) else x
+
+    inputs, expected = case.data_sets[0]
+    return [array(x) for x in inputs], [array(x) for x in expected]
+
+
 def case_op(case) -> str:
     return case.model.graph.node[0].op_type if case.model.graph.node else "?"
 
@@ -48,7 +60,7 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
     for vi in model.graph.input:
         if not vi.type.HasField("tensor_type"):
             return CaseResult(case.name, op, "unsupported", "non-tensor input (sequence/optional)")
-    inputs, expected = case.data_sets[0]
+    inputs, expected = case_data(case)
     try:
         from tuner.build import build_prepared
         from tuner.fusion import get_strategy

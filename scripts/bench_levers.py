@@ -7,6 +7,7 @@
     +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
+    4-row tiles  +nhwc with the register blocking used before 2026-12 (default_schedule.FOUR_ROW_TILES)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     from tuner.onnx_model import prepare_model
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import schedule_untuned
+    from tuner.tuning.default_schedule import FOUR_ROW_TILES, schedule_untuned
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])
@@ -81,6 +82,9 @@ def main(argv=None) -> int:
         for layout in filter(None, args.layouts.split(",")):
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
+            if layout == "nhwc":
+                four_rows = schedule_untuned(relaid.mod, spec, recipe=FOUR_ROW_TILES)[0]
+                built["4-row tiles"] = pack_weights(four_rows, spec)
         for label, mod in built.items():
             if label in args.skip.split(","):
                 continue

@@ -24,11 +24,13 @@ def ort_case(case) -> str:
     import numpy as np
     import onnxruntime as ort
 
+    from devtools.conformance import case_data
+
     try:
         opts = ort.SessionOptions()
         opts.log_severity_level = 4
         sess = ort.InferenceSession(case.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        inputs, expected = case.data_sets[0]
+        inputs, expected = case_data(case)
         feed = {i.name: x for i, x in zip(sess.get_inputs(), inputs)}
         outs = sess.run(None, feed)
     except Exception:

@@ -20,6 +20,10 @@ SUBSET = [
     "test_rotary_embedding_with_rotary_dim",
     "test_swish",
     "test_add",
+    "test_add_uint32",  # uint16/32/64 inputs were refused as non-numeric
+    "test_equal_uint16",
+    "test_cast_FLOAT_to_FLOAT16",  # the loader hands float16 data over as TensorProtos
+    "test_cast_FLOAT16_to_FLOAT",
     "test_sub_example",
     "test_mul_example",
     "test_div_example",

@@ -11,7 +11,7 @@ from tuner.build import build_prepared, lower_prepared
 from tuner.fusion import get_strategy
 from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
-from tuner.tuning.default_schedule import heuristic_tiles
+from tuner.tuning.default_schedule import FOUR_ROW_TILES, heuristic_tiles
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_no_kernel_is_left_unscheduled(cnn_build):
 
 
 def test_weights_are_packed_at_build_time(cnn_build, transformer):
-    """MatMul weights reach their kernels repacked for the tiled schedule ((K, N) -> (N / lanes, K, lanes)), as
+    """MatMul weights reach their kernels repacked for the tiled schedule ((K, N) -> (N / 2 lanes, K, 2, lanes)), as
     constants folded at build time; only buffers the matmul or conv itself reads are layout-free (biases and
     BatchNorm vectors read by the epilogue are not)."""
     import tvm
@@ -44,7 +44,7 @@ def test_weights_are_packed_at_build_time(cnn_build, transformer):
             shapes.append(tuple(int(d) for d in expr.value.shape))
 
     relax.analysis.post_order_visit(built.fused_mod["main"], visit)
-    assert any(len(s) == 3 for s in shapes), shapes  # the model's weights are all 2-D or 1-D
+    assert any(len(s) >= 3 for s in shapes), shapes  # the model's weights are all 2-D or 1-D
     lowered = lower_prepared(cnn_build.prepared, cnn_build.target, get_strategy("tvm")).mod
     free = [
         list(f.attrs["layout_free_buffers"])
@@ -63,14 +63,31 @@ def test_packed_and_default_scheduled_package_matches_onnxruntime(cnn, transform
 
 
 def test_heuristic_tiles():
-    # matmul (i=128, j=384, k=384) on AVX-512: j gets 16 lanes innermost, i a 4-row block, k runs whole outside
-    assert heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16) == [
-        [32, 1, 4, 1],
-        [24, 1, 1, 16],
+    # matmul (i=128, j=384, k=384) on AVX-512: j gets two 16-lane vectors innermost, i an 8-row block (16
+    # accumulators of 32 registers), k runs whole outside
+    assert heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, registers=32) == [
+        [16, 1, 8, 1],
+        [12, 1, 2, 16],
         [384, 1],
     ]
-    # an extent without a divisor near the lane count takes the largest divisor that fits
-    assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8)[1] == [3, 1, 1, 5]
+    # AVX2 has 16 registers: at most 6 rows of 2 vectors; 128 rows take the largest divisor, 4
+    assert heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=8, registers=16)[:2] == [
+        [32, 1, 4, 1],
+        [24, 1, 2, 8],
+    ]
+    # NHWC conv on the 7-wide ResNet stage: 7 rows (a 4-row cap left 1), h has no room left
+    nhwc = [[1, 1, 1, 1], [7, 1, 1, 1], [7, 1, 1, 1], [512, 1, 1, 1], [3, 1], [3, 1], [512, 1]]
+    assert heuristic_tiles(nhwc, lanes=16)[:4] == [[1, 1, 1, 1], [7, 1, 1, 1], [1, 1, 7, 1], [16, 1, 2, 16]]
+    # a 3-wide axis leaves rows to the axis before it
+    narrow = [[1, 1, 1, 1], [12, 1, 1, 1], [3, 1, 1, 1], [32, 1, 1, 1]]
+    assert heuristic_tiles(narrow, lanes=16)[1:] == [[6, 1, 2, 1], [1, 1, 3, 1], [1, 1, 2, 16]]
+    # 24 channels: an 8-lane vector, not a 12-lane one; no side-by-side vectors of partial width
+    assert heuristic_tiles([[1, 1, 80, 1], [24, 1, 1, 1]], lanes=16)[1] == [3, 1, 1, 8]
+    # an extent without a power-of-two divisor near the lanes takes the largest divisor that fits
+    assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8, registers=16) == [[1, 1, 7, 1], [3, 1, 1, 5]]
+    # the recipe used before: 4 rows of one vector
+    four = heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, recipe=FOUR_ROW_TILES)
+    assert four[:2] == [[32, 1, 4, 1], [24, 1, 1, 16]]
 
 
 def test_search_iterations_are_sized_to_the_budget():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
+from dataclasses import dataclass
 
 
 def _tiling():
@@ -80,27 +81,83 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
-def heuristic_tiles(decisions: list[list[int]], lanes: int) -> list[list[int]]:
+@dataclass(frozen=True)
+class TileRecipe:
+    """The register blocking of the innermost output tile: rows x vectors accumulators must stay in vector
+    registers (32 with AVX-512, 16 with AVX2; `free_registers` stay for the weight vectors and the broadcast input),
+    and FMA latency x issue width needs 8+ independent accumulators. Measured on Zen 4 (scripts/bench_levers.py,
+    `+nhwc` against `4-row tiles`): a 4-row, one-vector block left the 14- and 7-wide ResNet-50 stages at 2 and 1
+    rows (~105 and ~55 GFLOP/s on 2 cores); 8 rows x 2 vectors ran every stage at ~200."""
+
+    max_rows: int = 8
+    max_vectors: int = 2  # side-by-side vectors of the contiguous axis
+    free_registers: int = 4
+    pow2_width: bool = True  # 24 channels on AVX-512: 8 lanes, not a 12-lane vector LLVM splits
+    fill_outer_axes: bool = True  # a 7-wide axis leaves rows to the axis before it
+
+
+RECIPE = TileRecipe()
+FOUR_ROW_TILES = TileRecipe(max_rows=4, max_vectors=1, pow2_width=False, fill_outer_axes=False)  # before 2026-12
+
+
+def _divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
+
+
+def heuristic_tiles(
+    decisions: list[list[int]], lanes: int, registers: int = 32, recipe: TileRecipe = RECIPE
+) -> list[list[int]]:
     """Tile sizes for one block's SSRSRS tiling (spatial axes: 4 factors, reduction axes: 2, in loop order),
     replacing random draws with the usual CPU recipe: the last spatial axis (contiguous in memory) gets a vector
-    of `lanes` innermost; the one before it a register block of up to 4 rows; everything else of the spatial
-    extents goes to the outermost loops, which are fused and parallel; reductions run whole in the outer loop."""
+    of `lanes` innermost and up to `max_vectors` of them side by side; the axes before it a register block of
+    rows (the second-last first, then the one before when a small extent leaves room), as many as the vector
+    registers hold; everything else of the spatial extents goes to the outermost loops, which are fused and
+    parallel; reductions run whole in the outer loop."""
     spatial = [k for k, d in enumerate(decisions) if len(d) == 4]
+    extents = [_product(d) for d in decisions]
+    inner, block = {}, {}
+    if spatial:
+        last = spatial[-1]
+        inner[last] = (
+            _vector_width(extents[last], lanes) if recipe.pow2_width else _divisor_at_most(extents[last], lanes)
+        )
+        if len(spatial) > 1 and inner[last] == lanes:  # side-by-side vectors only of full width
+            block[last] = _divisor_at_most(extents[last] // inner[last], recipe.max_vectors)
+        rows_cap = min(recipe.max_rows, max(1, (registers - recipe.free_registers) // block.get(last, 1)))
+        for k in reversed(spatial[:-1]):  # the second-last axis first
+            block[k] = _divisor_at_most(extents[k], rows_cap)
+            rows_cap //= block[k]
+            if rows_cap < 2 or not recipe.fill_outer_axes:
+                break
     out = []
     for k, d in enumerate(decisions):
-        extent = 1
-        for f in d:
-            extent *= int(f)
         if len(d) != 4:
-            out.append([extent] + [1] * (len(d) - 1))
+            out.append([extents[k]] + [1] * (len(d) - 1))
             continue
-        inner = _divisor_at_most(extent, lanes) if k == spatial[-1] else 1
-        block = _divisor_at_most(extent // inner, 4) if len(spatial) > 1 and k == spatial[-2] else 1
-        out.append([extent // inner // block, 1, block, inner])
+        i, b = inner.get(k, 1), block.get(k, 1)
+        out.append([extents[k] // i // b, 1, b, i])
     return out
 
 
-def _retile(sch, original, lanes: int):
+def _vector_width(extent: int, lanes: int) -> int:
+    """The innermost tile of the contiguous axis: a power-of-two vector of at least half the lanes when one divides
+    the extent, else the largest divisor up to the lanes."""
+    width = lanes
+    while width >= max(4, lanes // 2):
+        if extent % width == 0:
+            return width
+        width //= 2
+    return _divisor_at_most(extent, lanes)
+
+
+def _product(factors) -> int:
+    n = 1
+    for f in factors:
+        n *= int(f)
+    return n
+
+
+def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE):
     """The sampled schedule with every tiling decision replaced by `heuristic_tiles` (per block)."""
     from tvm.s_tir import Schedule
 
@@ -117,12 +174,17 @@ def _retile(sch, original, lanes: int):
         current.append(inst)
     groups.append(current)
     for group in groups:
-        new = heuristic_tiles([[int(x) for x in trace.decisions[i]] for i in group], lanes)
+        new = heuristic_tiles([[int(x) for x in trace.decisions[i]] for i in group], lanes, _registers(lanes), recipe)
         for inst, dec in zip(group, new):
             trace = trace.with_decision(inst, [int(x) for x in dec], remove_postproc=True)
     out = Schedule(original)  # as MetaSchedule makes them: no per-step verification
     trace.apply_to_schedule(out, remove_postproc=True)
     return out
+
+
+def _registers(lanes: int) -> int:
+    """Vector registers of the ISA that has `lanes` fp32 lanes: AVX-512 has 32, AVX2 16."""
+    return 32 if lanes >= 16 else 16
 
 
 def vector_lanes(target_spec) -> int:
@@ -132,7 +194,7 @@ def vector_lanes(target_spec) -> int:
     return 16 if "avx512f" in required_cpu_features(target_spec.config.get("mcpu", "")) else 8
 
 
-def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0):
+def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: TileRecipe = RECIPE):
     """The PrimFunc's schedule without search (a `tvm.s_tir.Schedule`), or None when MetaSchedule cannot schedule
     it: MetaSchedule's llvm design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll)
     with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would."""
@@ -155,7 +217,7 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0):
         return None
     for sketch in schedules:
         try:
-            sch = _retile(sketch, tvm.IRModule({"main": func}), lanes)
+            sch = _retile(sketch, tvm.IRModule({"main": func}), lanes, recipe)
             sch.enter_postproc()  # as MetaSchedule does: a replay of the record can then strip and redo them
             if all(p.apply(sch) for p in ctx.space_generator.postprocs):
                 return sch
@@ -164,13 +226,13 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0):
     return None
 
 
-def default_schedule(func, target, lanes: int = 8, seed: int = 0):
+def default_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: TileRecipe = RECIPE):
     """The scheduled PrimFunc of `heuristic_schedule`, marked scheduled, or None."""
-    sch = heuristic_schedule(func, target, lanes, seed)
+    sch = heuristic_schedule(func, target, lanes, seed, recipe)
     return None if sch is None else sch.mod["main"].with_attr("tirx.is_scheduled", True)
 
 
-def schedule_untuned(mod, target_spec, skip=frozenset()) -> tuple[object, list[str]]:
+def schedule_untuned(mod, target_spec, skip=frozenset(), recipe: TileRecipe = RECIPE) -> tuple[object, list[str]]:
     """(module, names of kernels given the cheap schedule): every PrimFunc not scheduled by a tuning record.
     The input module is left as it is."""
     import tvm
@@ -182,7 +244,7 @@ def schedule_untuned(mod, target_spec, skip=frozenset()) -> tuple[object, list[s
             continue
         if gv.name_hint in skip:
             continue
-        new = default_schedule(func, target, vector_lanes(target_spec))
+        new = default_schedule(func, target, vector_lanes(target_spec), recipe=recipe)
         if new is not None:
             updates[gv] = new
     if not updates:
