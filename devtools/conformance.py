@@ -18,9 +18,10 @@ class CaseResult:
     op: str
     status: str  # pass | fail | unsupported
     detail: str = ""
+    pinned: int = 0  # run-time shape/axes inputs bound from the test's data, as --const would
 
     def to_json(self):
-        return {"name": self.name, "op": self.op, "status": self.status, "detail": self.detail}
+        return {"name": self.name, "op": self.op, "status": self.status, "detail": self.detail, "pinned": self.pinned}
 
 
 def collect_cases(names: set[str] | None = None) -> list:
@@ -53,24 +54,26 @@ def case_op(case) -> str:
 
 def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
     from tuner.errors import TunerError, UnsupportedModelError
-    from tuner.reference import compare_outputs
 
     op = case_op(case)
     model = case.model
     for vi in model.graph.input:
         if not vi.type.HasField("tensor_type"):
             return CaseResult(case.name, op, "unsupported", "non-tensor input (sequence/optional)")
-    inputs, expected = case_data(case)
+    inputs, _ = case_data(case)
     try:
         from tuner.build import build_prepared
         from tuner.fusion import get_strategy
-        from tuner.onnx_model import prepare_model
+        from tuner.onnx_model import prepare_model, static_inputs
         from tuner.target import resolve_target
 
         init_names = {t.name for t in model.graph.initializer}
-        real_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
-        shapes = {vi.name: tuple(np.asarray(x).shape) for vi, x in zip(real_inputs, inputs)}
-        prepared = prepare_model(model, shapes, simplify="never")
+        data = dict(zip((vi.name for vi in model.graph.input if vi.name not in init_names), inputs))
+        # a shape, axes or pads input is pinned from the test's data, as a user would with --const
+        pinned = {name: np.asarray(data[name]) for name in static_inputs(model) if name in data}
+        inputs = [x for name, x in data.items() if name not in pinned]
+        shapes = {name: tuple(np.asarray(x).shape) for name, x in data.items() if name not in pinned}
+        prepared = prepare_model(model, shapes, pinned or None)
         result = build_prepared(prepared, resolve_target(target), get_strategy(fusion))
     except UnsupportedModelError as err:
         return CaseResult(case.name, op, "unsupported", err.message.splitlines()[0][:300])
@@ -78,6 +81,16 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
         return CaseResult(case.name, op, "fail", "build: " + err.message.splitlines()[0][:300])
     except Exception as err:  # TVM internals: a failure, not a crash of the suite
         return CaseResult(case.name, op, "fail", f"build: {type(err).__name__}: {str(err).strip()[:300]}")
+    outcome = _run_and_compare(case, op, result, inputs)
+    outcome.pinned = len(pinned)
+    return outcome
+
+
+def _run_and_compare(case, op, result, inputs) -> CaseResult:
+    from tuner.reference import compare_outputs
+
+    model = case.model
+    expected = case_data(case)[1]
     try:
         import tvm
         from tvm.runtime.vm import VirtualMachine

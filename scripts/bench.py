@@ -5,11 +5,13 @@
     python scripts/bench.py --quick magika       # 1 minute each, a smoke run
     python scripts/bench.py --budget 3m --unfused none magika minilm_l3
 
-Per model, in one process and one thread count: ONNX Runtime (all graph optimisations, no spinning), the fused
-package untuned (every kernel on its cheap default schedule), tuned cold (`tune-model --time-budget B` into an
-empty database), tuned warm (from `schedules/` when it has records for this target), and, for the models named
-by --unfused, the unfused model tuned with the same budget. Latencies are medians of interleaved rounds.
-Prints ratios to ONNX Runtime and their geometric mean; writes bench.csv and bench.png to --out.
+Per model, in one process and one thread count: ONNX Runtime (all graph optimisations; with its default
+spin-waiting, as a user runs it alone, and without), the fused package untuned (every kernel on its cheap default
+schedule), tuned cold (`tune-model --time-budget B` into an empty database), tuned warm (from `schedules/` when
+it has records for this target), and, for the models named by --unfused, the unfused model tuned with the same
+budget. Every runner is timed in alternating blocks of back-to-back runs (`time_packages`), packages called as
+users call them (numpy in and out, as ONNX Runtime's run). Ratios are to spinning ONNX Runtime first (the
+headline), then to ONNX Runtime without spinning; geometric means; writes bench.csv and bench.png to --out.
 Real models come from `python scripts/fetch_models.py`; run this while nothing else runs.
 """
 
@@ -54,34 +56,59 @@ def ort_session(prepared, threads: int):
     )
 
 
-def interleaved(runners: dict, rounds: int) -> dict:
-    """Median ms of each runner over `rounds` interleaved rounds (each round: a few runs of every runner)."""
+PACKAGES = ("untuned", "tuned", "unfused_tuned", "warm")
+
+
+def blocks(runners: dict, n_blocks: int, runs: int) -> dict:
+    """Median ms of each runner over `n_blocks` alternating blocks of `runs` back-to-back runs, the first run of
+    each block dropped (it pays the switch from the previous runner: idle or spinning workers, cold caches)."""
     import numpy as np
 
     times = {k: [] for k in runners}
-    for _ in range(rounds):
+    for _ in range(n_blocks):
         for k, run in runners.items():
-            times[k].append(run())
+            run()
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                run()
+                times[k].append((time.perf_counter() - t0) * 1e3)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
-def _timed(fn, runs: int = 3):
-    def run():
-        best = math.inf
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, (time.perf_counter() - t0) * 1e3)
-        return best
+def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: int = 10) -> dict:
+    """Each package against ONNX Runtime with its default spin-waiting (as a user runs it alone) and without it:
+    {ort_ms, ort_spin_ms, <pkg>_ms, <pkg>_vs_ort, <pkg>_vs_ort_spin, fusion_speedup_tuned}. Packages are called
+    as users call them (numpy in, numpy out), as ORT's run is."""
+    import onnxruntime as ort
 
-    return run
+    from tuner.reference import timing_options
+    from tuner.runtime import load
+
+    pkgs = {k: load(p) for k, p in paths.items()}
+    feed = pkgs["untuned"].random_inputs()
+    blob = prepared.model.SerializeToString()
+    runners = {}
+    for label, spin in (("ort", False), ("ort_spin", True)):
+        sess = ort.InferenceSession(blob, timing_options(threads, spin), providers=["CPUExecutionProvider"])
+        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+        runners[label] = lambda s=sess, f=ort_feed: s.run(None, f)
+    for k, m in pkgs.items():
+        runners[k] = lambda m=m: m(**feed)
+    med = blocks(runners, n_blocks, runs)
+    row = {"ort_ms": round(med["ort"], 3), "ort_spin_ms": round(med["ort_spin"], 3)}
+    for k in pkgs:
+        row[f"{k}_ms"] = round(med[k], 3)
+        row[f"{k}_vs_ort"] = round(med[k] / med["ort"], 3)
+        row[f"{k}_vs_ort_spin"] = round(med[k] / med["ort_spin"], 3)
+    if "unfused_tuned" in pkgs:
+        row["fusion_speedup_tuned"] = round(med["unfused_tuned"] / med["tuned"], 3)
+    return row
 
 
 def bench_model(name, args, threads) -> dict:
     from tuner.interface.compile import compile_model
     from tuner.interface.tune_model import tune_model
     from tuner.onnx_model import prepare_model
-    from tuner.runtime import load
     from tuner.tuning import Knobs
 
     path, shapes, consts = resolve(name)
@@ -132,22 +159,7 @@ def bench_model(name, args, threads) -> dict:
         row["warm_reused"] = (s.get("warm_start") or {}).get("workloads", 0)
         row["warm_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs["warm"] = f"{out}/warm.ftpkg"
-    models = {k: load(p) for k, p in pkgs.items()}
-    feed = models["untuned"].random_inputs()
-    sess = ort_session(prepared, threads)
-    ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
-    runners = {"ort": _timed(lambda: sess.run(None, ort_feed))}
-    for k, m in models.items():
-        runners[k] = lambda m=m: min(m.benchmark(**feed, repeat=3, warmup=1))
-    for r in runners.values():
-        r()  # warm-up
-    med = interleaved(runners, args.rounds)
-    row["ort_ms"] = round(med["ort"], 3)
-    for k in models:
-        row[f"{k}_ms"] = round(med[k], 3)
-        row[f"{k}_vs_ort"] = round(med[k] / med["ort"], 3)
-    if "unfused_tuned" in med:
-        row["fusion_speedup_tuned"] = round(med["unfused_tuned"] / med["tuned"], 3)
+    row.update(time_packages(prepared, pkgs, threads, args.blocks, args.runs))
     return row
 
 
@@ -167,8 +179,8 @@ def plot(rows, path):
     width = 0.8 / len(keys)
     for i, k in enumerate(keys):
         xs = [j + i * width for j in range(len(rows))]
-        ax.bar(xs, [r.get(f"{k}_vs_ort", 0) for r in rows], width, label=k.replace("_", " "))
-    ax.axhline(1.0, color="black", lw=1, ls="--", label="ONNX Runtime")
+        ax.bar(xs, [r.get(f"{k}_vs_ort_spin", 0) for r in rows], width, label=k.replace("_", " "))
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="ONNX Runtime (default settings)")
     ax.set_yscale("log")
     ax.set_xticks([j + width * (len(keys) - 1) / 2 for j in range(len(rows))], [r["model"] for r in rows])
     ax.set_ylabel("latency / ONNX Runtime (lower is better)")
@@ -187,7 +199,8 @@ def main(argv=None) -> int:
         default=",".join(DEFAULT_UNFUSED),
         help="models also tuned unfused with the same budget (comma-separated, or none)",
     )
-    ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds")
+    ap.add_argument("--blocks", type=int, default=8, help="alternating timing blocks per runner")
+    ap.add_argument("--runs", type=int, default=10, help="timed back-to-back runs per block")
     ap.add_argument(
         "--variants",
         default="tuned,warm,unfused",
@@ -220,17 +233,28 @@ def main(argv=None) -> int:
     if ok:
         plot(ok, os.path.join(args.out, "bench.png"))
     print(f"\n{spec.key}, {threads} threads, budget {args.budget_s:.0f} s per model (cold)")
-    keys = [k for k in ("untuned", "tuned", "warm", "unfused_tuned") if any(f"{k}_vs_ort" in r for r in ok)]
-    print(f"{'model':18} {'ORT ms':>9} " + " ".join(f"{k + '/ORT':>17}" for k in keys) + f" {'unfused/fused':>14}")
+    print_table(rows)
+    return 0
+
+
+def print_table(rows) -> None:
+    """Each package's ratio to spinning ONNX Runtime / to ONNX Runtime without spinning, and the geometric means."""
+    ok = [r for r in rows if "error" not in r]
+    keys = [k for k in PACKAGES if any(f"{k}_vs_ort" in r for r in ok)]
+    print(f"{'model':16} {'ORT ms':>8} {'no spin':>8} " + " ".join(f"{k + ' ×ORT':>22}" for k in keys))
     for r in rows:
         if "error" in r:
-            print(f"{r['model']:18} failed: {r['error']}")
+            print(f"{r['model']:16} failed: {r['error']}")
             continue
-        ratios = " ".join(f"{r.get(k + '_vs_ort', float('nan')):17.2f}" for k in keys)
-        print(f"{r['model']:18} {r['ort_ms']:9.3f} {ratios} {r.get('fusion_speedup_tuned', float('nan')):14.2f}")
+        cells = " ".join(
+            f"{r[k + '_vs_ort_spin']:13.2f} / {r[k + '_vs_ort']:5.2f}" if k + "_ms" in r else " " * 22 for k in keys
+        )
+        print(f"{r['model']:16} {r['ort_spin_ms']:8.3f} {r['ort_ms']:8.3f} {cells}", flush=True)
+        if "fusion_speedup_tuned" in r:
+            print(f"{'':16} fused vs unfused, both tuned: {r['fusion_speedup_tuned']:.2f}×")
     for k in keys:
-        print(f"geometric mean {k}/ORT: {geomean([r.get(k + '_vs_ort') for r in ok]):.2f}")
-    return 0
+        spin, plain = (geomean([r.get(f"{k}_vs_ort{x}") for r in ok]) for x in ("_spin", ""))
+        print(f"geometric mean {k}: ×ORT {spin:.2f} (×ORT without spinning {plain:.2f})")
 
 
 def write_csv(rows, path):

@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
+from devtools.rpc_loopback import free_port, loopback
 from tuner.errors import TunerError
 from tuner.tuning import database as D
 
@@ -256,112 +257,26 @@ def test_fused_kernels_multilevel_tiling_cannot_schedule_get_the_reduced_space(t
     assert sorted(c.task_name for c in contexts) == sorted(st.name for _, st in kept) and len(weights) == len(kept)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_tuning_measures_over_rpc_on_loopback(mlp, tmp_path):
     """--rpc: candidates run on a device registered with a tracker (here an rpc_server on loopback, the same way
     a GPU box would serve them). Tracker and server run in their own process groups, ended as groups."""
-    from tuner.tuning import check_rpc
-
-    port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    tracker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tvm.exec.rpc_tracker",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--port-end",
-            str(port + 1),
-        ],
-        start_new_session=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    server_port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tvm.exec.rpc_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(server_port),
-            "--port-end",
-            str(server_port + 20),
-            "--tracker",
-            f"127.0.0.1:{port}",
-            "--key",
-            "ft-loopback",
-        ],
-        start_new_session=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                assert check_rpc(f"127.0.0.1:{port}:ft-loopback") >= 1
-                break
-            except (TunerError, AssertionError):
-                if time.time() > deadline:
-                    raise
-                time.sleep(1)
+    with loopback("ft-loopback", servers=1) as (spec, _):
         db = str(tmp_path / "db")
         r = run_cli(
-            "tune-model",
-            mlp,
-            *SHAPE,
-            "--target",
-            "llvm",
-            "--trials",
-            "8",
-            "--rpc",
-            f"127.0.0.1:{port}:ft-loopback",
-            "--db",
-            db,
-            "-o",
-            str(tmp_path / "m.ftpkg"),
-            "--json",
-            "--no-verify",
-        )
+            "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "8", "--rpc", spec, "--db", db,
+            "-o", str(tmp_path / "m.ftpkg"), "--json", "--no-verify",
+        )  # fmt: skip
         assert r.returncode == 0, r.stderr
         summary = json.loads(r.stdout)
         assert summary["trials"] == 8 and summary["applied"] >= 1
         assert any(t["best_ms"] for t in summary["tasks"])  # measured remotely, recorded here
         # a key nobody serves: refused before any work, naming the keys that are there
-        r = run_cli(
-            "tune-model",
-            mlp,
-            *SHAPE,
-            "--target",
-            "llvm",
-            "--rpc",
-            f"127.0.0.1:{port}:nobody",
-            "-o",
-            str(tmp_path / "x.ftpkg"),
-        )
+        nobody = spec.rsplit(":", 1)[0] + ":nobody"
+        r = run_cli("tune-model", mlp, *SHAPE, "--target", "llvm", "--rpc", nobody, "-o", str(tmp_path / "x.ftpkg"))
         assert (
             r.returncode == 2 and "no device is registered with key 'nobody'" in r.stderr and "ft-loopback" in r.stderr
         )
-    finally:
-        for p in (server, tracker):
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=30)
 
 
 def test_rpc_tracker_unreachable_is_a_clear_error(mlp, tmp_path):
@@ -372,7 +287,7 @@ def test_rpc_tracker_unreachable_is_a_clear_error(mlp, tmp_path):
         "--target",
         "llvm",
         "--rpc",
-        f"127.0.0.1:{_free_port()}:k",
+        f"127.0.0.1:{free_port()}:k",
         "-o",
         str(tmp_path / "x.ftpkg"),
         timeout=60,
@@ -382,50 +297,15 @@ def test_rpc_tracker_unreachable_is_a_clear_error(mlp, tmp_path):
     assert r.returncode == 2 and "TRACKER_HOST:PORT:KEY" in r.stderr
 
 
-def _rpc_process(module: str, *args):
-    return subprocess.Popen(
-        [sys.executable, "-m", f"tvm.exec.{module}", "--host", "127.0.0.1", *args],
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def _rpc_server(tracker_port: int, key: str):
-    port = _free_port()
-    return _rpc_process(
-        "rpc_server",
-        "--port",
-        str(port),
-        "--port-end",
-        str(port + 20),
-        "--tracker",
-        f"127.0.0.1:{tracker_port}",
-        "--key",
-        key,
-    )
-
-
 @pytest.mark.slow
 def test_rpc_uses_every_server_and_survives_one_killed(mlp, tmp_path):
     """Issue 16, defect 14: two servers under one key measure in parallel; one killed mid-run costs only its
     in-flight measurements (recorded as errors, not results) and tuning completes on the other."""
-    from tuner.tuning import check_rpc
-
-    port = _free_port()
-    tracker = _rpc_process("rpc_tracker", "--port", str(port), "--port-end", str(port + 1))
-    servers = [_rpc_server(port, "ft-two"), _rpc_server(port, "ft-two")]
-    procs = [*servers, tracker]
-    try:
-        deadline = time.time() + 60
-        while check_rpc_count(check_rpc, f"127.0.0.1:{port}:ft-two") < 2:
-            assert time.time() < deadline, "two servers did not register"
-            time.sleep(1)
+    with loopback("ft-two", servers=2) as (spec, servers):
         db = str(tmp_path / "db")
         tune = subprocess.Popen(
             [sys.executable, "-m", "tuner.cli.main", "tune-model", mlp, *SHAPE, "--target", "llvm", "--trials", "40",
-             "--rpc", f"127.0.0.1:{port}:ft-two", "--db", db, "-o", str(tmp_path / "m.ftpkg"), "--json", "--no-verify"],
+             "--rpc", spec, "--db", db, "-o", str(tmp_path / "m.ftpkg"), "--json", "--no-verify"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -442,18 +322,6 @@ def test_rpc_uses_every_server_and_survives_one_killed(mlp, tmp_path):
         secs = [float(s) for rec in db_.get_all_tuning_records() for s in (rec.run_secs or [])]
         results = [s for s in secs if s < 1e9]  # MetaSchedule writes 1e10 for a failed measurement
         assert results and all(0 < s < 1.0 for s in results)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=30)
-
-
-def check_rpc_count(check_rpc, spec) -> int:
-    try:
-        return check_rpc(spec)
-    except TunerError:
-        return 0
 
 
 def test_tune_model_times_onnxruntime_beside_the_package(tuned_mlp):

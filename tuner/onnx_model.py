@@ -20,24 +20,7 @@ from onnx import numpy_helper
 
 from .errors import TunerError
 from .onnx_checks import check_meaningful, check_opset, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
-
-# Ops whose presence means shapes are computed inside the graph.
-_SHAPE_OPS = {"Shape", "Size"}
-# (op, index of the input that must be static for TVM's importer)
-_STATIC_INPUT_OPS = {
-    "Reshape": 1,
-    "Pad": 1,
-    "Expand": 1,
-    "ConstantOfShape": 0,
-    "Tile": 1,
-    "Range": 0,
-    "Resize": 3,
-    "Upsample": 1,
-    "Slice": 1,
-    "TopK": 1,
-    "Unsqueeze": 1,
-    "Squeeze": 1,
-}
+from .shape_inputs import needs_shape_folding, static_inputs  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -143,20 +126,6 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def needs_shape_folding(model: onnx.ModelProto) -> list[str]:
-    """Reasons the graph needs its shape subgraphs folded before TVM can import it (empty: none)."""
-    static = {t.name for t in model.graph.initializer}
-    static |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
-    reasons = []
-    for i, node in enumerate(model.graph.node):
-        if node.op_type in _SHAPE_OPS:
-            reasons.append(f"{node.op_type} node {node_label(node, i)} computes a shape at run time")
-        idx = _STATIC_INPUT_OPS.get(node.op_type)
-        if idx is not None and len(node.input) > idx and node.input[idx] and node.input[idx] not in static:
-            reasons.append(f"{node.op_type} node {node_label(node, i)} takes a computed input {node.input[idx]!r}")
-    return reasons
-
-
 @dataclass
 class PreparedModel:
     """An ONNX model with shapes bound and constants frozen, ready for import."""
@@ -167,7 +136,7 @@ class PreparedModel:
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     shapes: dict[str, tuple[int, ...]]
-    consts: dict[str, float | int] = field(default_factory=dict)
+    consts: dict[str, float | int | list] = field(default_factory=dict)  # scalars, or values (shape inputs)
     notes: list[str] = field(default_factory=list)  # what preparation changed, for `check`
     folded: dict[str, int] = field(default_factory=dict)  # op -> nodes removed by folding
     precision: str = "float32"  # compute precision the import applies (tuner.precision)
@@ -185,16 +154,33 @@ def _freeze_consts(model: onnx.ModelProto, consts: dict, path: str) -> list[str]
             raise TunerError(
                 f"--const {name}: {path} has no input named {name!r}", f"inputs are: {', '.join(by_name) or '(none)'}"
             )
-        info = by_name[name]
-        shape = [d if isinstance(d, int) else 1 for d in info.shape] if info.shape != [None] else []
-        if int(np.prod(shape)) != 1:
-            raise TunerError(f"--const {name}: input {info.describe()} is not a scalar; only scalars can be frozen")
-        arr = np.full(shape, value, dtype=np.dtype(info.dtype))
+        arr = _const_array(by_name[name], value)
         vi = next(v for v in model.graph.input if v.name == name)
         model.graph.input.remove(vi)
         model.graph.initializer.append(numpy_helper.from_array(arr, name))
         notes.append(f"input {name} frozen to constant {value}")
     return notes
+
+
+def _const_array(info: TensorInfo, value) -> np.ndarray:
+    """The constant for input `info`: a scalar fills its (size-1) shape; values (a list or array) must match its
+    static dims, as a shape, axes or pads input does."""
+    if np.ndim(value) == 0:
+        shape = [d if isinstance(d, int) else 1 for d in info.shape] if info.shape != [None] else []
+        if int(np.prod(shape)) != 1:
+            raise TunerError(
+                f"--const {info.name}: input {info.describe()} is not a scalar",
+                "give one value per element: NAME=1,2,3",
+            )
+        return np.full(shape, value, dtype=np.dtype(info.dtype))
+    arr = np.asarray(value, dtype=np.dtype(info.dtype))
+    fits = info.shape == [None] or (
+        len(info.shape) == arr.ndim and all(not isinstance(d, int) or d == n for d, n in zip(info.shape, arr.shape))
+    )
+    if not fits:
+        got = arr.shape[0] if arr.ndim == 1 else arr.shape
+        raise TunerError(f"--const {info.name}: {got} values do not fit input {info.describe()}")
+    return arr
 
 
 def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, tuple[int, ...]]:
@@ -342,7 +328,7 @@ def prepare_model(
         inputs=graph_inputs(model),
         outputs=graph_outputs(model),
         shapes=bound,
-        consts=dict(consts or {}),
+        consts={k: np.asarray(v).tolist() for k, v in (consts or {}).items()},  # JSON-able
         notes=notes,
         folded=folded,
         precision=precision,

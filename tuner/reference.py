@@ -95,9 +95,9 @@ def compare_outputs(
     }
 
 
-def timing_options(threads: int | None):
+def timing_options(threads: int | None, spinning: bool = False):
     """ONNX Runtime as a timing reference: all graph optimisations, the package's threads, no spin-waiting
-    (scripts/bench.py's settings)."""
+    (scripts/bench.py's settings; `spinning` keeps ORT's default, as scripts/retime.py times it too)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -105,7 +105,7 @@ def timing_options(threads: int | None):
         opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     opts.log_severity_level = 3
     return opts
 

@@ -18,7 +18,10 @@ INPUT_SHAPE = (
     "bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repeatable, and one flag may hold "
     "several space-separated NAME:DIMS"
 )
-CONST = "freeze a scalar input to a constant, NAME=VALUE (e.g. sr=16000), so branches on it can be folded"
+CONST = (
+    "freeze an input to a constant before import: NAME=VALUE for a scalar (e.g. sr=16000, so branches on it fold),"
+    " NAME=V1,V2,... for a 1-D shape, axes or pads input"
+)
 TARGET = (
     "auto (CUDA if a GPU is present, else LLVM for this CPU), llvm, llvm:MCPU, cuda (arch of the local "
     "GPU) or cuda:sm_XX"

@@ -34,19 +34,27 @@ def parse_input_shapes(values: list[str] | None) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def parse_consts(values: list[str] | None) -> dict[str, float | int]:
-    """`["sr=16000"]` -> {"sr": 16000}: inputs to freeze to a constant before import."""
-    consts: dict[str, float | int] = {}
+def parse_consts(values: list[str] | None) -> dict[str, float | int | list]:
+    """`["sr=16000", "axes=1,2"]` -> {"sr": 16000, "axes": [1, 2]}: inputs to freeze to a constant before import
+    (a scalar, or the values of a 1-D shape, axes or pads input)."""
+    consts: dict[str, float | int | list] = {}
     for value in values or []:
         for item in value.split():
             name, sep, raw = item.partition("=")
-            if not sep or not name or not raw:
-                raise TunerError(f"cannot parse --const {item!r}", "write NAME=VALUE, e.g. --const sr=16000")
-            try:
-                consts[name] = int(raw)
-            except ValueError:
-                try:
-                    consts[name] = float(raw)
-                except ValueError:
-                    raise TunerError(f"--const {item!r}: {raw!r} is not a number") from None
+            if not sep or not name or not raw.strip("[]"):
+                raise TunerError(
+                    f"cannot parse --const {item!r}", "write NAME=VALUE, e.g. --const sr=16000 (or axes=1,2)"
+                )
+            parts = [_number(item, p) for p in raw.strip("[]").split(",")]
+            consts[name] = parts if "," in raw or raw.startswith("[") else parts[0]
     return consts
+
+
+def _number(item: str, raw: str) -> float | int:
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            return float(raw)
+        except ValueError:
+            raise TunerError(f"--const {item!r}: {raw!r} is not a number") from None

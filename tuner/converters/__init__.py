@@ -14,6 +14,7 @@ CONVERTERS = {
     "QLinearConv": quantized.qlinear_conv,
     "QLinearMatMul": quantized.qlinear_matmul,
     "ConvInteger": quantized.conv_integer,
+    "Attention": attention.attention,
     "RotaryEmbedding": attention.rotary_embedding,
     "Swish": attention.swish,
 }

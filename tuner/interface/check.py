@@ -97,6 +97,14 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
     errors, complete = conversion_errors(prepared)
     for op, node, reason in errors:
         report.unsupported.append({"op": op, "nodes": [node], "reason": reason})
+    if errors:
+        from ..shape_inputs import static_inputs
+
+        for name, where in static_inputs(prepared.model).items():
+            report.problems.append(
+                f"input {name!r} feeds {where}, which TVM's importer needs as a constant: pin it with "
+                f"--const {name}=V1,V2,... (the values it always has)"
+            )
     if errors and not complete:
         report.problems.append(
             f"nodes after {errors[-1][1]!r} were not tried: its output shapes are unknown, so nothing could stand in"

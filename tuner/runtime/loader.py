@@ -63,6 +63,7 @@ class Model:
         self._vm = vm
         self._device = device
         self._params = params
+        self._input_buffers = None
         self.inputs = manifest["inputs"]
         self.outputs = manifest["outputs"]
         self.input_names = [i["name"] for i in self.inputs]
@@ -119,10 +120,16 @@ class Model:
         return arrays
 
     def _to_device(self, arrays):
+        """The inputs copied into device buffers allocated once per Model (a new tensor per call cost 3x the copy:
+        ~46 of a 0.13 ms call on the synthetic transformer). A Model is not for concurrent calls."""
         import tvm
 
         try:
-            return [tvm.runtime.tensor(a, self._device) for a in arrays]
+            if self._input_buffers is None:
+                self._input_buffers = [tvm.runtime.empty(a.shape, str(a.dtype), self._device) for a in arrays]
+            for buf, a in zip(self._input_buffers, arrays):
+                buf.copyfrom(a)
+            return self._input_buffers
         except Exception as err:
             raise out_of_memory(err, self.path, self.manifest, self._device, "copying the inputs") or err  # noqa: B904
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import warnings
 
+from . import custom_rules  # noqa: F401  (TOPI's pooling rule names, registered before any design space)
+
 
 def half_precision(mod) -> bool:
     """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
