@@ -71,6 +71,28 @@ def worker(names_file: str, out_file: str, with_ort: bool) -> None:
             out.flush()
 
 
+def cause(detail: str) -> str:
+    """A failure's reason without the case's names and numbers, so that cases failing alike group together."""
+    import re
+
+    text = re.sub(r"<memory:[^>]*>|'[^']*'|\"[^\"]*\"", "X", detail)
+    text = re.sub(r"max_abs_err [^)]*", "max_abs_err N", text)
+    return re.sub(r"\d+", "N", text)[:110]
+
+
+def print_causes(results) -> None:
+    """Every failing and unsupported case, grouped by cause, largest group first, with examples."""
+    for status in ("fail", "unsupported"):
+        groups = collections.defaultdict(list)
+        for r in results:
+            if r["status"] == status:
+                groups[cause(r["detail"])].append(r["name"])
+        print(f"\n{status} by cause ({sum(map(len, groups.values()))} cases):")
+        for why, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            more = f" +{len(names) - 2} more" if len(names) > 2 else ""
+            print(f"  {len(names):4}  {why}\n        e.g. {', '.join(names[:2])}{more}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated case names")
@@ -133,6 +155,7 @@ def main(argv=None) -> int:
     for op in sorted(by_op):
         c = by_op[op]
         print(f"  {op:<28} {c['pass']:>4} {c['fail']:>4} {c['unsupported']:>4}")
+    print_causes(results.values())
     if args.json:
         json.dump(list(results.values()), open(args.json, "w"), indent=1)
     return 0

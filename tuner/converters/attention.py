@@ -98,8 +98,11 @@ def attention(bb, inputs, attrs):
     if past_k is not None:
         k, v = bb.emit(op.concat([past_k, k], axis=2)), bb.emit(op.concat([past_v, v], axis=2))
     present_k, present_v = k, v
+    reps = _shape(q)[1] // _shape(k)[1]
+    if reps > 1:  # grouped KV heads: [h0, h0, h1, h1, ...]
+        k, v = bb.emit(op.repeat(k, reps, axis=1)), bb.emit(op.repeat(v, reps, axis=1))
     dtype = str(q.ty.dtype)
-    (batch, q_heads, q_len, head), kv_len = _shape(q), _shape(k)[2]
+    (batch, _, q_len, head), kv_len = _shape(q), _shape(k)[2]
     scale = float(attrs.get("scale", 0.0)) or 1.0 / np.sqrt(head)
     root = _const(np.sqrt(scale), dtype)
     scores = bb.emit(op.matmul(op.multiply(q, root), op.permute_dims(op.multiply(k, root), [0, 1, 3, 2])))
@@ -108,16 +111,13 @@ def attention(bb, inputs, attrs):
         scores = bb.emit(op.multiply(op.tanh(op.divide(scores, _const(softcap, dtype))), _const(softcap, dtype)))
     bias = _bias(bb, mask, attrs, past_k, nonpad, q_len, kv_len, dtype)
     with_bias = bb.emit(op.add(scores, bias)) if bias is not None else scores
-    reps = q_heads // _shape(k)[1]
-    if reps > 1:
-        k, v = op.repeat(k, reps, axis=1), op.repeat(v, reps, axis=1)
     probs = bb.emit(op.nn.softmax(with_bias, axis=-1))
     if bias is not None:  # a row with no attendable key: zeros, not softmax's NaNs
         masked = op.equal(op.max(bias, axis=[-1], keepdims=True), _const(-np.inf, dtype))
         probs = bb.emit(op.where(masked, _const(0.0, dtype), probs))
     y = bb.emit(op.matmul(probs, v))
     if len(_shape(inputs[0])) == 3:
-        y = bb.emit(op.reshape(op.permute_dims(y, [0, 2, 1, 3]), [batch, q_len, -1]))
+        y = bb.emit(op.reshape(bb.emit(op.permute_dims(y, [0, 2, 1, 3])), [batch, q_len, -1]))
     mode = int(attrs.get("qk_matmul_output_mode", 0))
     qk = {2: with_bias, 3: probs}.get(mode, scores)
     from tvm import relax
@@ -149,11 +149,12 @@ def _bias(bb, mask, attrs, past_k, nonpad, q_len: int, kv_len: int, dtype: str):
     op = _op()
     bias = None
     if mask is not None:
-        width = _shape(mask)[-1]
+        shape = _shape(mask)
+        width = shape[-1]
         if str(mask.ty.dtype) == "bool":
             mask = op.where(mask, _const(0.0, dtype), _const(-np.inf, dtype))
         if width < kv_len:  # a shorter mask masks the keys it does not cover
-            pad = np.full([*_shape(mask)[:-1], kv_len - width], -np.inf, dtype=dtype)
+            pad = np.full([*shape[:-1], kv_len - width], -np.inf, dtype=dtype)
             mask = op.concat([mask, _const(pad, dtype)], axis=-1)
         bias = bb.emit(mask)
     causal = bool(int(attrs.get("is_causal", 0)))
@@ -175,7 +176,7 @@ def _bias(bb, mask, attrs, past_k, nonpad, q_len: int, kv_len: int, dtype: str):
             frontier = _const(np.where(ok, 0.0, -np.inf), dtype)
             bias = frontier if bias is None else bb.emit(op.add(bias, frontier))
         return bias
-    lens = op.reshape(op.astype(nonpad, "int64"), [-1, 1, 1, 1])
+    lens = bb.emit(op.reshape(bb.emit(op.astype(nonpad, "int64")), [-1, 1, 1, 1]))
     keys = _const(j.reshape(1, 1, 1, kv_len), "int64")
     diff = op.subtract(
         op.add(_const(i.reshape(1, 1, q_len, 1), "int64"), op.subtract(lens, _const(q_len, "int64"))), keys
