@@ -64,7 +64,8 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
     try:
         from tuner.build import build_prepared
         from tuner.fusion import get_strategy
-        from tuner.onnx_model import prepare_model, static_inputs
+        from tuner.onnx_model import prepare_model
+        from tuner.shape_inputs import static_inputs
         from tuner.target import resolve_target
 
         init_names = {t.name for t in model.graph.initializer}

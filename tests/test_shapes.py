@@ -52,7 +52,7 @@ def test_shape_input_is_found_and_pinned_with_const(tmp_path):
     import onnx
     from conftest import run_cli
 
-    from tuner.onnx_model import static_inputs
+    from tuner.shape_inputs import static_inputs
 
     model = _reshape_by_input()
     assert static_inputs(model) == {"shape": "input 1 of Reshape node reshape"}

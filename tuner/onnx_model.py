@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from .errors import TunerError
 from .onnx_checks import check_meaningful, check_opset, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
-from .shape_inputs import needs_shape_folding, static_inputs  # noqa: F401  (re-exported)
+from .shape_inputs import needs_shape_folding
 
 
 @dataclass

@@ -85,9 +85,10 @@ def _divisor_at_most(n: int, cap: int) -> int:
 class TileRecipe:
     """The register blocking of the innermost output tile: rows x vectors accumulators must stay in vector
     registers (32 with AVX-512, 16 with AVX2; `free_registers` stay for the weight vectors and the broadcast input),
-    and FMA latency x issue width needs 8+ independent accumulators. Measured on Zen 4 (scripts/bench_levers.py,
-    `+nhwc` against `4-row tiles`): a 4-row, one-vector block left the 14- and 7-wide ResNet-50 stages at 2 and 1
-    rows (~105 and ~55 GFLOP/s on 2 cores); 8 rows x 2 vectors ran every stage at ~200."""
+    and FMA latency x issue width needs 8+ independent accumulators. On Zen 4, 2 cores: a 4-row, one-vector block
+    left the 14- and 7-wide ResNet-50 stages at 2 and 1 rows, ~105 and ~55 GFLOP/s, and 8 rows x 2 vectors ran every
+    stage at ~200 (each kernel's default schedule timed through MetaSchedule's runner, a one-off script); whole
+    models side by side: scripts/bench_levers.py, `+nhwc` against `4-row tiles`."""
 
     max_rows: int = 8
     max_vectors: int = 2  # side-by-side vectors of the contiguous axis
