@@ -46,13 +46,14 @@ def resolve(name: str):
     return path, {}, {}
 
 
-def ort_session(prepared, threads: int):
+def ort_session(prepared, threads: int, spinning: bool = True):
+    """ONNX Runtime as users run it: all graph optimisations, `threads` intra-op threads, spin-waiting on."""
     import onnxruntime as ort
 
     from tuner.reference import timing_options
 
     return ort.InferenceSession(
-        prepared.model.SerializeToString(), timing_options(threads), providers=["CPUExecutionProvider"]
+        prepared.model.SerializeToString(), timing_options(threads, spinning), providers=["CPUExecutionProvider"]
     )
 
 

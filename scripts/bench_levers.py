@@ -8,10 +8,13 @@
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
     4-row tiles  +nhwc with the register blocking used before 2026-12 (default_schedule.FOUR_ROW_TILES)
+    +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
+                 (tuning/serial_small.py; what a package gets)
 
     python scripts/bench_levers.py cnn minilm_l3 magika
 
-Every variant is checked against ONNX Runtime (max abs error printed); medians of interleaved rounds.
+Every variant is checked against ONNX Runtime (max abs error printed); medians of alternating blocks of
+back-to-back runs (scripts/bench.py's `blocks`), ONNX Runtime spinning as users run it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
-    from scripts.bench import ort_session, resolve
+    from scripts.bench import blocks, ort_session, resolve
     from tuner.build import lower_prepared
     from tuner.fusion import get_strategy
     from tuner.lowering import pack_weights
@@ -55,10 +57,12 @@ def main(argv=None) -> int:
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
     from tuner.tuning.default_schedule import FOUR_ROW_TILES, schedule_untuned
+    from tuner.tuning.serial_small import SerialSmallKernels
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=7, help="alternating blocks of runs")
+    ap.add_argument("--runs", type=int, default=5, help="back-to-back runs per block (the first is dropped)")
     ap.add_argument("--layouts", default="nhwc,nchwc", help="conv layouts to add to +fast-math (comma-separated)")
     ap.add_argument("--skip", default="", help="variants not to build or time (comma-separated, e.g. naive)")
     args = ap.parse_args(argv)
@@ -85,6 +89,8 @@ def main(argv=None) -> int:
             if layout == "nhwc":
                 four_rows = schedule_untuned(relaid.mod, spec, recipe=FOUR_ROW_TILES)[0]
                 built["4-row tiles"] = pack_weights(four_rows, spec)
+        last = [k for k in built if k.startswith("+")][-1]
+        built["+serial-small"] = SerialSmallKernels()(built[last])
         for label, mod in built.items():
             if label in args.skip.split(","):
                 continue
@@ -95,18 +101,13 @@ def main(argv=None) -> int:
             out = out[0] if not hasattr(out, "numpy") else out
             errors[label] = float(np.abs(out.numpy() - ref).max())
         inputs = [tvm.runtime.tensor(feed[i.name]) for i in prepared.inputs]
-        times = {k: [] for k in [*vms, "ort"]}
-        for _ in range(args.rounds):
-            for k, vm in vms.items():
-                t0 = time.perf_counter()
-                vm["main"](*inputs)
-                times[k].append((time.perf_counter() - t0) * 1e3)
-            t0 = time.perf_counter()
-            sess.run(None, {i.name: feed[i.name] for i in sess.get_inputs()})
-            times["ort"].append((time.perf_counter() - t0) * 1e3)
-        ort_ms = float(np.median(times["ort"]))
+        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+        runners = {k: (lambda vm=vm, x=inputs: vm["main"](*x)) for k, vm in vms.items()}
+        runners["ort"] = lambda s=sess, f=ort_feed: s.run(None, f)
+        med = blocks(runners, args.rounds, args.runs)
+        ort_ms = med["ort"]
         for k in vms:
-            ms = float(np.median(times[k]))
+            ms = med[k]
             print(f"{name:16} {k:13} {ms:10.3f} {ms / ort_ms:7.2f} {errors[k]:12.2e}")
         print(f"{name:16} {'ONNX Runtime':13} {ort_ms:10.3f} {1.0:7.2f}", flush=True)
     return 0

@@ -106,7 +106,8 @@ def lower_prepared(
 
 def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> tuple[object, dict | None, list[str]]:
     """(scheduled module, database info, kernels on default schedules): tuned records first; then dlight on CUDA,
-    or the cheap CPU default schedule and weight packing on llvm. The lowered module is not modified."""
+    or on llvm the cheap CPU default schedule, weight packing, and serial loops in small kernels. The lowered
+    module is not modified."""
     fused, db_info, defaulted = lowered.mod, None, []
     if db_dir:
         from .tuning.database import apply_database
@@ -116,10 +117,11 @@ def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> t
         return schedule_for_gpu(fused, lowered.target), db_info, defaulted
     from .lowering import pack_weights
     from .tuning.default_schedule import schedule_untuned
+    from .tuning.serial_small import SerialSmallKernels
 
     scheduled, defaulted = schedule_untuned(fused, lowered.target, skip)  # no naive loop nests in a package
     try:
-        return pack_weights(scheduled, lowered.target), db_info, defaulted
+        return SerialSmallKernels()(pack_weights(scheduled, lowered.target)), db_info, defaulted
     except Exception:  # FoldConstant builds kernels with constant inputs: a default schedule may not lower
         bad = _unbuildable(scheduled, defaulted, lowered.target)
         if not bad:
