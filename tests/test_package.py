@@ -220,3 +220,39 @@ def test_run_for_a_duration_times_onnxruntime_beside_the_package(cnn_package, cn
     assert words.startswith("within noise") or words.endswith(("faster", "slower"))
     text = run_cli("run", cnn_package, "--repeat", "5", "--verify", cnn)
     assert text.returncode == 0 and "ONNX Runtime" in text.stdout and "package" in text.stdout
+
+
+def test_outputs_are_the_callers_own_arrays(tmp_path):
+    """Inputs go through buffers kept per Model and outputs may alias them (a Reshape is a view in the VM): each
+    call's outputs must survive the next call and writing into them must not reach the model."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import tuner
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+            helper.make_node("Identity", ["w"], ["weight"]),
+        ],
+        "views",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("flat", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("weight", TensorProto.FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor("shape", TensorProto.INT64, [1], [6]),
+            helper.make_tensor("w", TensorProto.FLOAT, [3], [1, 2, 3]),
+        ],
+    )
+    path = str(tmp_path / "views.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    compile_model(path, str(tmp_path / "v.ftpkg"), target="llvm")
+    model = tuner.load(str(tmp_path / "v.ftpkg"))
+    first = model(np.arange(6, dtype="float32").reshape(2, 3))
+    first["weight"][:] = -1
+    second = model(np.ones((2, 3), dtype="float32"))
+    np.testing.assert_array_equal(first["flat"], np.arange(6, dtype="float32"))
+    np.testing.assert_array_equal(second["flat"], np.ones(6, dtype="float32"))
+    np.testing.assert_array_equal(second["weight"], [1, 2, 3])
