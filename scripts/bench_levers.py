@@ -8,6 +8,8 @@
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
     4-row tiles  +nhwc with the register blocking used before 2026-12 (default_schedule.FOUR_ROW_TILES)
+    spatial-64   +nhwc with element-wise/transpose kernels vectorised 64 wide across axis boundaries, as before
+                 2026-12-04 (default_schedule.SPATIAL_64)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
                  (tuning/serial_small.py; what a package gets)
 
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
     from tuner.onnx_model import prepare_model
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import FOUR_ROW_TILES, schedule_untuned
+    from tuner.tuning.default_schedule import FOUR_ROW_TILES, SPATIAL_64, schedule_untuned
     from tuner.tuning.serial_small import SerialSmallKernels
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,7 +91,8 @@ def main(argv=None) -> int:
             if layout == "nhwc":
                 four_rows = schedule_untuned(relaid.mod, spec, recipe=FOUR_ROW_TILES)[0]
                 built["4-row tiles"] = pack_weights(four_rows, spec)
-        last = [k for k in built if k.startswith("+")][-1]
+                built["spatial-64"] = pack_weights(schedule_untuned(relaid.mod, spec, recipe=SPATIAL_64)[0], spec)
+        last = [k for k in built if k.startswith("+")][-1]  # the package's layout
         built["+serial-small"] = SerialSmallKernels()(built[last])
         for label, mod in built.items():
             if label in args.skip.split(","):

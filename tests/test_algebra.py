@@ -1,6 +1,7 @@
 """Graph algebra before fusion: before/after structure, and numerics through a real build (BN folding)."""
 
 import numpy as np
+import pytest
 import tvm
 from tvm import relax
 from tvm.script import ir as I
@@ -83,3 +84,67 @@ def test_batch_norm_folds_into_conv_and_keeps_numerics():
         vm = relax.VirtualMachine(ex, tvm.cpu())
         results.append(vm["main"](tvm.runtime.tensor(x)).numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-4)
+
+
+def _upsampling_model(path, k=2, stride=2, with_bn=True, pads=(0, 0, 0, 0), constant_nodes=False):
+    """x -> ConvTranspose(k x k, stride, bias) -> [BatchNormalization] -> Relu, as DB-style decoders end."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    cin, cout = 6, 4
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((cin, cout, k, k)).astype("float32"), "w"),
+        numpy_helper.from_array(rng.standard_normal(cout).astype("float32"), "b"),
+    ]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["up"], "up", strides=[stride] * 2, pads=list(pads))]
+    if constant_nodes:  # as paddle2onnx exports weights (PP-OCR)
+        nodes = [helper.make_node("Constant", [], [t.name], value=t) for t in inits] + nodes
+        del inits[:]
+    last = "up"
+    if with_bn:
+        for name, arr in zip("sbmv", (*(rng.standard_normal((3, cout)).astype("float32")), rng.uniform(0.5, 2, cout))):
+            inits.append(numpy_helper.from_array(np.asarray(arr, "float32"), f"bn_{name}"))
+        nodes.append(helper.make_node("BatchNormalization", ["up", "bn_s", "bn_b", "bn_m", "bn_v"], ["bn"], "bn"))
+        last = "bn"
+    nodes.append(helper.make_node("Relu", [last], ["y"], "relu"))
+    graph = helper.make_graph(
+        nodes,
+        "upsampling",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 5, 7])],
+        [
+            helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, cout, *(((n - 1) * stride + k - 2 * pads[0]) for n in (5, 7))]
+            )
+        ],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("constant_nodes", [False, True])
+def test_conv_transpose_with_kernel_equal_to_stride_becomes_conv_and_depth_to_space(tmp_path, constant_nodes):
+    from tuner.interface.compile import compile_model
+    from tuner.onnx_model import prepare_model
+    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.runtime import load
+
+    path = _upsampling_model(str(tmp_path / "up.onnx"), constant_nodes=constant_nodes)
+    prepared = prepare_model(path)
+    ops = [n.op_type for n in prepared.model.graph.node]
+    assert ops == ["Conv", "DepthToSpace", "Relu"], ops  # BN folded into the ConvTranspose first, constants used
+    assert prepared.model.graph.node[0].name == "up"  # plans map the kernel back to the ONNX node
+    assert any("ConvTranspose" in n for n in prepared.notes) and any("BatchNormalization" in n for n in prepared.notes)
+    compile_model(path, str(tmp_path / "up.ftpkg"), target="llvm")
+    x = np.random.default_rng(2).standard_normal((1, 6, 5, 7)).astype("float32")
+    ours = load(str(tmp_path / "up.ftpkg"))(x)
+    assert compare_outputs(ours, run_onnxruntime(path, {"x": x}))["ok"]
+
+
+def test_overlapping_or_padded_conv_transpose_is_kept(tmp_path):
+    from tuner.onnx_model import prepare_model
+
+    for i, kwargs in enumerate([{"k": 3, "stride": 2}, {"pads": (1, 1, 1, 1)}, {"k": 2, "stride": 1}]):
+        prepared = prepare_model(_upsampling_model(str(tmp_path / f"m{i}.onnx"), with_bn=False, **kwargs))
+        assert [n.op_type for n in prepared.model.graph.node] == ["ConvTranspose", "Relu"], kwargs

@@ -10,6 +10,7 @@ import graph one-way. TVM 0.27's wheel registers no TIR visitor for Python (the 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 # TVM's OpPatternKind (include/tvm/relax/op_attr_types.h)
@@ -80,6 +81,28 @@ def kernel_script(func) -> str:
 def kernel_scripts(mod) -> dict[str, str]:
     """{name: printed TIR} of every PrimFunc in the module."""
     return {name: kernel_script(f) for name, f in primfuncs(mod).items()}
+
+
+_BUFFER = re.compile(r"T\.Buffer\(\((.*?)\),\s*\"")
+_DIM = re.compile(r"T\.int(?:32|64)\((\d+)\)|(\d+)")
+
+
+def buffer_shapes(script: str) -> list[list[int] | None]:
+    """Shapes of a kernel's parameters, in order (outputs last), read from its printed signature; None for a
+    shape with a symbolic dimension."""
+    signature = script[script.index("def ") : script.index("):")]
+    shapes = []
+    for dims in _BUFFER.findall(signature):
+        shape = []
+        for token in (d.strip() for d in dims.split(",")):
+            match = _DIM.fullmatch(token) if token else None
+            if token and match is None:
+                shape = None
+                break
+            if match:
+                shape.append(int(match.group(1) or match.group(2)))
+        shapes.append(shape)
+    return shapes
 
 
 def kernel_sites(mod) -> list[KernelSite]:

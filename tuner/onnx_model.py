@@ -311,12 +311,15 @@ def prepare_model(
             f"{sum(after.values())} nodes"
             + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else "")
         )
-    from .algebra import fold_batch_norms
+    from .algebra import conv_transposes_as_convs, fold_batch_norms
 
     bn_folds = fold_batch_norms(model)
     if bn_folds:
         more = f" (+{len(bn_folds) - 4} more)" if len(bn_folds) > 4 else ""
         notes.append(f"{len(bn_folds)} BatchNormalization folded into their Conv: {', '.join(bn_folds[:4])}{more}")
+    upsamplings = conv_transposes_as_convs(model)
+    if upsamplings:
+        notes.append(f"{len(upsamplings)} ConvTranspose (kernel = stride) as 1x1 Conv + DepthToSpace")
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as err:  # informative only; TVM infers its own shapes

@@ -14,34 +14,17 @@ through its printed TVMScript and back (`tvm.script.from_source`), which the tes
 
 from __future__ import annotations
 
-import re
-
-from ..ir import flops, kernel_script, primfuncs
+from ..ir import buffer_shapes, flops, kernel_script, primfuncs, product
 
 # Work (FLOPs + elements touched) below which a kernel runs serial. On the tuned synthetic transformer a call took
 # 34/22/21/21 us with thresholds 0/1e5/3e5/1e6; MiniLM, YOLOv8n, magika did not move at 1e5 (within noise).
 # The smallest threshold that gets the gain: scripts/bench_levers.py, variant +serial-small.
 MIN_PARALLEL_WORK = 100_000
 
-_BUFFER = re.compile(r"T\.Buffer\(\((.*?)\),\s*\"")
-_INT = re.compile(r"T\.int(?:32|64)\((\d+)\)|(\d+)")
-
-
 def elements_touched(script: str) -> int | None:
     """Elements of every buffer in a kernel's signature (None when a shape is symbolic)."""
-    signature = script[script.index("def ") : script.index("):")]
-    total = 0
-    for dims in _BUFFER.findall(signature):
-        n = 1
-        for token in (d.strip() for d in dims.split(",")):
-            if not token:
-                continue
-            match = _INT.fullmatch(token)
-            if match is None:  # a symbolic dimension: size unknown, keep the kernel parallel
-                return None
-            n *= int(match.group(1) or match.group(2))
-        total += n
-    return total
+    shapes = buffer_shapes(script)
+    return None if any(shape is None for shape in shapes) else sum(product(shape) or 1 for shape in shapes)
 
 
 def kernel_work(func) -> float | None:

@@ -62,9 +62,13 @@ def with_design_space(tunable, target_spec, fused_mod):
     one such task aborts tune_tasks for every task. Those get the reduced space; a task that fails that too keeps
     its default schedule, with the reason recorded."""
     spaces = (design_space(target_spec, fused_mod), reduced_space(target_spec))
+    by_extent: dict[int, object] = {}
     keep = []
     for task, st in tunable:
-        for reduced, space in enumerate(spaces):
+        extent = _vector_extent(task, target_spec)
+        if extent is not None and extent not in by_extent:
+            by_extent[extent] = spatial_space(extent)
+        for reduced, space in enumerate(spaces if extent is None else (by_extent[extent], spaces[1])):
             try:
                 bare_context(task, space).generate_design_space()
             except Exception as err:
@@ -78,6 +82,30 @@ def with_design_space(tunable, target_spec, fused_mod):
         else:
             st.skipped = f"MetaSchedule cannot build a design space for this kernel ({first[:100]}): default schedule"
     return keep
+
+
+def _vector_extent(task, target_spec) -> int | None:
+    """The vector length of a spatial-only CPU kernel when it is not MetaSchedule's 64 (see
+    default_schedule.spatial_vector_extent), else None."""
+    if target_spec.is_gpu:
+        return None
+    from .default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent, vector_lanes
+
+    extent = spatial_vector_extent(task.dispatched[0]["main"], vector_lanes(target_spec))
+    return None if extent == MAX_VECTOR_EXTENT else extent
+
+
+def spatial_space(vector_extent: int):
+    """TVM's llvm design space with ParallelizeVectorizeUnroll vectorising `vector_extent` lanes."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .default_schedule import parallelize_vectorize_unroll
+
+    rules = [
+        parallelize_vectorize_unroll(vector_extent) if type(r).__name__ == "ParallelizeVectorizeUnroll" else r
+        for r in ms.schedule_rule.ScheduleRule.create("llvm")
+    ]
+    return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs="llvm", mutator_probs="llvm")
 
 
 def round_contexts(tunable, work_dir, console_level=None, **kwargs):

@@ -1,0 +1,90 @@
+"""Vector length of spatial-only CPU kernels (default_schedule.spatial_vector_extent): structure only."""
+
+import tvm
+from tvm.script import tirx as T
+
+from tuner.target import resolve_target
+from tuner.tuning.default_schedule import MAX_VECTOR_EXTENT, SPATIAL_64, spatial_vector_extent
+
+
+def _to_channels_last(c: int, hw: int = 80):
+    @T.prim_func(private=True, s_tir=True)
+    def transpose(
+        a: T.Buffer((T.int64(1), T.int64(c), T.int64(hw), T.int64(hw)), "float32"),
+        b: T.Buffer((T.int64(1), T.int64(hw), T.int64(hw), T.int64(c)), "float32"),
+    ):
+        T.func_attr({"tirx.noalias": True})
+        for n, h, w, k in T.grid(T.int64(1), T.int64(hw), T.int64(hw), T.int64(c)):
+            with T.sblock("T_transpose"):
+                vn, vh, vw, vk = T.axis.remap("SSSS", [n, h, w, k])
+                b[vn, vh, vw, vk] = a[vn, vk, vh, vw]
+
+    return transpose
+
+
+@T.prim_func(private=True, s_tir=True)
+def _row_sum(a: T.Buffer((T.int64(8), T.int64(24)), "float32"), b: T.Buffer((T.int64(8),), "float32")):
+    T.func_attr({"tirx.noalias": True})
+    for i, j in T.grid(T.int64(8), T.int64(24)):
+        with T.sblock("sum"):
+            vi, vj = T.axis.remap("SR", [i, j])
+            with T.init():
+                b[vi] = T.float32(0)
+            b[vi] = b[vi] + a[vi, vj]
+
+
+def test_vectors_follow_the_innermost_output_axis():
+    assert spatial_vector_extent(_to_channels_last(24), lanes=16) == 24  # not 64 across channel boundaries
+    assert spatial_vector_extent(_to_channels_last(160), lanes=16) == 32  # a divisor, whole vectors
+    assert spatial_vector_extent(_to_channels_last(3), lanes=16) == MAX_VECTOR_EXTENT  # too short to be a vector
+    assert spatial_vector_extent(_row_sum, lanes=16) == MAX_VECTOR_EXTENT  # a reduction: the tiling decides
+
+
+def test_default_schedule_vectorises_within_rows(tmp_path):
+    """DepthToSpace + bias + ReLU (a decoder's upsampling tail): one kernel of reshapes and transposes whose output
+    rows are 80 long. Vectors of 64 across row boundaries make every lane's index its own div/mod."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tuner.build import lower_prepared
+    from tuner.fusion import get_strategy
+    from tuner.ir import primfuncs
+    from tuner.onnx_model import prepare_model
+    from tuner.tuning.default_schedule import schedule_untuned
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("DepthToSpace", ["x"], ["d"], blocksize=2, mode="DCR"),
+            helper.make_node("Add", ["d", "b"], ["s"]),
+            helper.make_node("Relu", ["s"], ["y"]),
+        ],
+        "upsampling_tail",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 96, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 80, 80])],
+        [numpy_helper.from_array(np.ones((1, 24, 1, 1), "float32"), "b")],
+    )
+    path = str(tmp_path / "tail.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    spec = resolve_target("llvm:znver4")
+    lowered = lower_prepared(prepare_model(path), spec, get_strategy("tvm"))
+    (fitted,) = primfuncs(schedule_untuned(lowered.mod, spec)[0]).values()
+    (before,) = primfuncs(schedule_untuned(lowered.mod, spec, recipe=SPATIAL_64)[0]).values()
+    assert "T.vectorized(T.int64(16))" in fitted.script()  # 80 = 5 vectors of 16 (AVX-512)
+    assert "T.vectorized(T.int64(64))" in before.script()
+
+
+def test_tuning_space_of_a_spatial_kernel_vectorises_one_channel_run():
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.tuning.spaces import spatial_space
+
+    ctx = ms.TuneContext(
+        mod=tvm.IRModule({"main": _to_channels_last(24).with_attr("global_symbol", "main")}),
+        target=resolve_target("llvm").tvm_target(),
+        space_generator=spatial_space(24),
+        task_name="t",
+        num_threads=1,
+    )
+    spaces = ctx.generate_design_space()
+    assert spaces and all('"meta_schedule.vectorize": 24' in s.mod.script() for s in spaces)
