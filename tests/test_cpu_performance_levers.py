@@ -85,6 +85,10 @@ def test_heuristic_tiles():
     assert heuristic_tiles([[1, 1, 80, 1], [24, 1, 1, 1]], lanes=16)[1] == [3, 1, 1, 8]
     # an extent without a power-of-two divisor near the lanes takes the largest divisor that fits
     assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8, registers=16) == [[1, 1, 7, 1], [3, 1, 1, 5]]
+    # NCHW conv with a unit width (magika's 5x1 convs, (1, 512, 508, 1)): the vector goes to the 512 channels,
+    # rows to the 508 (its largest divisor up to 8: 4), not 1-lane "vectors" of the unit axis
+    nchw = [[1, 1, 1, 1], [512, 1, 1, 1], [508, 1, 1, 1], [1, 1, 1, 1], [256, 1], [5, 1], [1, 1]]
+    assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [16, 1, 2, 16], [127, 1, 4, 1], [1, 1, 1, 1]]
     # the recipe used before: 4 rows of one vector
     four = heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, recipe=FOUR_ROW_TILES)
     assert four[:2] == [[32, 1, 4, 1], [24, 1, 1, 16]]

@@ -127,10 +127,13 @@ class TileRecipe:
     pow2_width: bool = True  # 24 channels on AVX-512: 8 lanes, not a 12-lane vector LLVM splits
     fill_outer_axes: bool = True  # a 7-wide axis leaves rows to the axis before it
     fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis
+    vector_axis_divisible: bool = True  # the vector on the last axis a vector divides (an NCHW conv whose W is 1)
 
 
 RECIPE = TileRecipe()
-FOUR_ROW_TILES = TileRecipe(max_rows=4, max_vectors=1, pow2_width=False, fill_outer_axes=False)  # before 2026-12
+FOUR_ROW_TILES = TileRecipe(  # before 2026-12
+    max_rows=4, max_vectors=1, pow2_width=False, fill_outer_axes=False, vector_axis_divisible=False
+)
 SPATIAL_64 = TileRecipe(fit_spatial_vectors=False)  # spatial kernels vectorised 64 wide, as before 2026-12-04
 
 
@@ -151,14 +154,14 @@ def heuristic_tiles(
     extents = [_product(d) for d in decisions]
     inner, block = {}, {}
     if spatial:
-        last = spatial[-1]
+        last = _vector_axis(spatial, extents, lanes) if recipe.vector_axis_divisible else spatial[-1]
         inner[last] = (
             _vector_width(extents[last], lanes) if recipe.pow2_width else _divisor_at_most(extents[last], lanes)
         )
         if len(spatial) > 1 and inner[last] == lanes:  # side-by-side vectors only of full width
             block[last] = _divisor_at_most(extents[last] // inner[last], recipe.max_vectors)
         rows_cap = min(recipe.max_rows, max(1, (registers - recipe.free_registers) // block.get(last, 1)))
-        for k in reversed(spatial[:-1]):  # the second-last axis first
+        for k in reversed([k for k in spatial if k != last]):  # the axis before the vector first
             block[k] = _divisor_at_most(extents[k], rows_cap)
             rows_cap //= block[k]
             if rows_cap < 2 or not recipe.fill_outer_axes:
@@ -171,6 +174,13 @@ def heuristic_tiles(
         i, b = inner.get(k, 1), block.get(k, 1)
         out.append([extents[k] // i // b, 1, b, i])
     return out
+
+
+def _vector_axis(spatial: list[int], extents: list[int], lanes: int) -> int:
+    """The last spatial axis that half a vector divides, else the last: an NCHW conv whose output width is 1
+    (magika's 5x1 convs: (1, 512, 508, 1)) vectorises its 512 channels, not the unit axis (scalar code) or 508 rows
+    (4 lanes). The weights are packed in that order, and the output is stored once per reduction."""
+    return next((k for k in reversed(spatial) if extents[k] % max(lanes // 2, 1) == 0), spatial[-1])
 
 
 def _vector_width(extent: int, lanes: int) -> int:
