@@ -21,6 +21,7 @@ from ..ir import buffer_shapes, flops, kernel_script, primfuncs, product
 # The smallest threshold that gets the gain: scripts/bench_levers.py, variant +serial-small.
 MIN_PARALLEL_WORK = 100_000
 
+
 def elements_touched(script: str) -> int | None:
     """Elements of every buffer in a kernel's signature (None when a shape is symbolic)."""
     shapes = buffer_shapes(script)
