@@ -210,7 +210,7 @@ def _attrs(node) -> dict:
 
 def conv_transposes_as_convs(model) -> list[str]:
     """ConvTranspose whose kernel equals its stride (k x k, stride k, no padding, dilation or groups: the 2x
-    upsampling of U-Net and DB-style decoders) -> a 1x1 Conv to Cout*k*k channels + DepthToSpace(k, CRD), in
+    upsampling of U-Net and DB-style decoders) -> a 1x1 Conv to Cout*k*k channels + DepthToSpace(k, DCR), in
     place. The windows do not overlap, so each input pixel writes one k x k output block; TVM lowers ConvTranspose
     as a convolution over the zero-dilated input (k*k times the work, NCHW only), the 1x1 Conv is a matmul that
     takes NHWC, packing and tuning like any other. Returns the rewritten node names."""
@@ -218,7 +218,7 @@ def conv_transposes_as_convs(model) -> list[str]:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    if _default_opset(model) < 11:  # DepthToSpace's CRD mode
+    if _default_opset(model) < 11:  # DepthToSpace's mode attribute
         return []
     inits = {t.name: t for t in graph.initializer}
     consts = {**_constant_nodes(graph), **inits}  # exporters give weights as initializers or Constant nodes
