@@ -126,7 +126,7 @@ def fold_batch_norms(model) -> list[str]:
     """Fold each inference BatchNormalization that alone consumes a Conv's (or a group-1 ConvTranspose's) output
     into its weights and bias, in place, when all of them are initializers. Returns "bn -> conv" for each fold."""
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     graph = model.graph
     inits = {**_constant_nodes(graph), **{t.name: t for t in graph.initializer}}
@@ -141,7 +141,7 @@ def fold_batch_norms(model) -> list[str]:
     for bn in graph.node:
         if bn.op_type != "BatchNormalization" or len(bn.input) != 5 or len([o for o in bn.output if o]) != 1:
             continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in bn.attribute}
+        attrs = _attrs(bn)
         if attrs.get("training_mode", 0):
             continue
         conv = producer.get(bn.input[0])
@@ -218,7 +218,9 @@ def conv_transposes_as_convs(model) -> list[str]:
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    if _default_opset(model) < 11:  # DepthToSpace's mode attribute
+    from .onnx_checks import default_opset
+
+    if default_opset(model) < 11:  # DepthToSpace's mode attribute
         return []
     inits = {t.name: t for t in graph.initializer}
     consts = {**_constant_nodes(graph), **inits}  # exporters give weights as initializers or Constant nodes
@@ -284,10 +286,6 @@ def _block_size(node, weight) -> int | None:
         and a.get("auto_pad", b"NOTSET") in (b"NOTSET", b"VALID", "NOTSET", "VALID")
     )
     return int(k[0]) if same and plain and k[0] > 1 else None
-
-
-def _default_opset(model) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _fresh(taken: dict, name: str) -> str:
