@@ -137,7 +137,8 @@ def bench_model(name, args, threads) -> dict:
             knobs=Knobs(trials=10**9, time_budget_s=args.budget_s, seed=0),
             schedules="none",
         )
-        row[f"{label}_wall_s"] = round(time.time() - t0, 1)
+        row[f"{label}_wall_s"] = round(time.time() - t0, 1)  # import, tune, build, verify
+        row[f"{label}_search_s"] = s.get("tune_seconds")  # the tuning loop alone: what the budget bounds
         row[f"{label}_trials"] = s["trials"]
         row[f"{label}_verify"] = bool(s.get("verify", {}).get("ok"))
         pkgs[label] = f"{out}/{label}.ftpkg"
@@ -156,6 +157,7 @@ def bench_model(name, args, threads) -> dict:
             schedules="auto",
         )
         row["warm_wall_s"] = round(time.time() - t0, 1)
+        row["warm_search_s"] = s.get("tune_seconds")
         row["warm_trials"] = s["trials"]
         row["warm_reused"] = (s.get("warm_start") or {}).get("workloads", 0)
         row["warm_verify"] = bool(s.get("verify", {}).get("ok"))
@@ -211,8 +213,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--out", default="reports/bench")
     args = ap.parse_args(argv)
-    from tuner.cli.tune_model import parse_duration
     from tuner.target import resolve_target
+    from tuner.units import parse_duration
 
     args.budget_s = 60.0 if args.quick else parse_duration(args.budget)
     args.unfused = [] if args.unfused == "none" else args.unfused.split(",")

@@ -104,6 +104,30 @@ def test_search_iterations_are_sized_to_the_budget():
     assert per_iteration(Knobs(num_trials_per_iter=4), UNLIMITED, 5) == 4  # --trials-per-iter wins
 
 
+def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
+    """Batches of 10 s against a 100 s budget: the run ends after the batch that leaves less than one batch of time
+    (at 90 s), not after the one that crosses the budget (at 100 s or later)."""
+    from tuner.tuning.deadline import Deadline
+
+    now = [0.0]
+    d = Deadline(100.0, clock=lambda: now[0])
+    d.start_round()
+    assert not d.expired()  # nothing measured yet: the first batch always runs
+    ends = []
+    while not d.expired():
+        now[0] += 10.0
+        d.batch_done()
+        ends.append(now[0])
+    assert ends[-1] == 90.0 and d.batch_s == 10.0
+    # a slow batch raises the estimate, smoothed: one 50 s batch after 10 s ones expects 30 s next
+    d2 = Deadline(1000.0, clock=lambda: now[0])
+    d2.start_round()
+    for took in (10.0, 10.0, 50.0):
+        now[0] += took
+        d2.batch_done()
+    assert d2.batch_s == 30.0
+
+
 def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):
     """A 1-second budget: the run stops after its first measured batch, long before the round's trial count, and the
     database records the thread count the candidates were measured with."""

@@ -1,8 +1,10 @@
 """fusion-tuner: tune every fused kernel of an ONNX model with TVM, and see what fusion bought you.
 
-Deployment needs only `tuner.load(path)`; everything else (import, fusion, tuning, reports) lives in
-submodules that pull in the compiler when they are used.
+Deployment needs only `tuner.load(path)`. `tuner.tune`, `tuner.compile` and `tuner.compare` are the commands as
+functions (tuner.api); they, and every submodule, pull in the compiler only when they are called.
 """
+
+from .api import compare, compile, tune
 
 __version__ = "0.1.0"
 
@@ -14,4 +16,4 @@ def load(path: str, device: str | None = None):
     return _load(path, device)
 
 
-__all__ = ["load", "__version__"]
+__all__ = ["compare", "compile", "load", "tune", "__version__"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .errors import TunerError
+from .errors import TunerError, UnsupportedModelError
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
@@ -48,6 +48,15 @@ INPUT_DTYPES = {
     onnx.TensorProto.BOOL,
 }  # fmt: skip
 MAX_INPUT_DIM = 2**31 - 1
+# element types TVM 0.27 cannot compute with ONNX's semantics anywhere in a graph: float8 (its casts neither
+# round nor saturate as ONNX specifies: every conformance case with them came out wrong), sub-byte integers and
+# floats (packed storage TVM does not lay out), strings and complex numbers. Refused by name, up front.
+UNBUILDABLE_DTYPES = {
+    code
+    for name, code in onnx.TensorProto.DataType.items()
+    if name.startswith(("FLOAT8", "FLOAT4", "INT4", "UINT4", "INT2", "UINT2", "STRING", "COMPLEX"))
+}
+_TYPE_ATTRS = ("to", "output_dtype", "dtype")  # Cast/EyeLike/RandomX `dtype`, QuantizeLinear `output_dtype`
 
 
 def _check_tensor_size(t: onnx.TensorProto, path: str) -> None:
@@ -116,11 +125,11 @@ def check_opset(model: onnx.ModelProto, path: str) -> None:
         )
     declared = any(op.domain in ("", "ai.onnx") for op in model.opset_import)
     if declared and opset < MIN_OPSET:
-        raise TunerError(
+        raise UnsupportedModelError(
             f"{path}: opset {opset} predates ONNX's numpy-style broadcasting (opset {MIN_OPSET}); its Add/Mul/Gemm "
             "semantics differ, and ONNX Runtime, the reference every build is verified against, loads opset "
             f"{MIN_OPSET} and newer only",
-            "convert it first: onnx.version_converter.convert_version(onnx.load(path), 13)",
+            hint="convert it first: onnx.version_converter.convert_version(onnx.load(path), 13)",
         )
 
 
@@ -137,17 +146,11 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
             continue
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type") or tt.elem_type not in INPUT_DTYPES:
-            kind = (
-                "non-tensor"
-                if not vi.type.HasField("tensor_type")
-                else onnx.TensorProto.DataType.Name(tt.elem_type)
-                if tt.elem_type in onnx.TensorProto.DataType.values()
-                else f"{tt.elem_type} (unknown)"
-            )
-            raise TunerError(
+            kind = "non-tensor" if not vi.type.HasField("tensor_type") else _type_name(tt.elem_type)
+            raise UnsupportedModelError(
                 f"{path}: input {vi.name!r} has element type {kind}; "
                 "fusion-tuner builds models whose inputs are numeric tensors",
-                "export the model with float, integer or bool inputs",
+                hint="export the model with float, integer or bool inputs",
             )
         for d in tt.shape.dim:
             if d.HasField("dim_value") and not 0 <= d.dim_value <= MAX_INPUT_DIM:
@@ -155,7 +158,55 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
                     f"{path}: input {vi.name!r} has dimension {d.dim_value}; dimensions are 0 to {MAX_INPUT_DIM}",
                     "fix the exported shape, or bind it with --input-shape",
                 )
+    check_element_types(model.graph, path)
+    check_inference_mode(model.graph, path)
     _check_types(model, path)  # last: the input checks above name the input, this names the node
+
+
+def _type_name(code: int) -> str:
+    known = code in onnx.TensorProto.DataType.values()
+    return onnx.TensorProto.DataType.Name(code) if known else f"{code} (unknown)"
+
+
+def check_inference_mode(graph: onnx.GraphProto, path: str) -> None:
+    """A BatchNormalization in training mode normalises by the batch's own statistics and updates the running
+    ones: a training graph, which TVM's converter would run as inference (wrong outputs, no error)."""
+    for i, node in enumerate(graph.node):
+        training = any(a.name == "training_mode" and a.i for a in node.attribute)
+        if node.op_type == "BatchNormalization" and training:
+            raise UnsupportedModelError(
+                f"{path}: node {node_label(node, i)!r} (BatchNormalization) has training_mode=1",
+                hint="export the model for inference (model.eval() before torch.onnx.export)",
+            )
+
+
+def check_element_types(graph: onnx.GraphProto, path: str) -> None:
+    """Refuse (as unsupported, naming the tensor or node) every element type of UNBUILDABLE_DTYPES the graph
+    declares: its outputs, initializers and annotated values, the type a node casts or quantizes to, and the
+    tensors of Constant nodes; subgraphs too."""
+    declared = []  # (where, element type): the nodes that make a type first, they say most
+    for i, node in enumerate(graph.node):
+        where = f"node {node_label(node, i)!r} ({node.op_type})"
+        for a in node.attribute:
+            if a.name in _TYPE_ATTRS and a.type == onnx.AttributeProto.INT:
+                declared.append((f"{where}, attribute {a.name}", a.i))
+            elif a.type == onnx.AttributeProto.TENSOR:
+                declared.append((where, a.t.data_type))
+            elif a.type == onnx.AttributeProto.GRAPH:
+                check_element_types(a.g, path)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    check_element_types(g, path)
+    declared += [(f"initializer {t.name!r}", t.data_type) for t in graph.initializer]
+    declared += [(f"output {v.name!r}", v.type.tensor_type.elem_type) for v in graph.output]
+    declared += [(f"value {v.name!r}", v.type.tensor_type.elem_type) for v in graph.value_info]
+    for where, code in declared:
+        if code in UNBUILDABLE_DTYPES:
+            raise UnsupportedModelError(
+                f"{path}: {where} has element type {_type_name(code)}; TVM 0.27 cannot compute float8, 4-bit, "
+                "string or complex tensors with ONNX's semantics",
+                hint="keep this part of the model in float32/float16/int8, or run it with ONNX Runtime",
+            )
 
 
 # ops with a sliding window, and the attributes that must be positive

@@ -3,6 +3,8 @@ multiple of bytes that people compare with caches."""
 
 from __future__ import annotations
 
+import re
+
 
 def human_bytes(n) -> str:
     """1536 -> "1.5 KiB"; None -> "—"."""
@@ -14,3 +16,17 @@ def human_bytes(n) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+def parse_duration(text: str | float | None, flag: str = "--time-budget") -> float | None:
+    """ "90s", "20m", "2h" or plain seconds -> seconds; None or "" -> None. `flag` names the option in errors."""
+    from .errors import TunerError
+
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|h)?", text.strip())
+    if not m:
+        raise TunerError(f"{flag} {text!r}: write e.g. 90s, 20m or 2h")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]

@@ -34,9 +34,9 @@ def main(argv: list[str]) -> int:
 
         raise TunerError("--repeat must be at least 1")
     from ..interface.run import run_package
-    from .tune_model import parse_duration
+    from ..units import parse_duration
 
-    duration_s = parse_duration(args.duration) if args.duration else None
+    duration_s = parse_duration(args.duration, "--duration") if args.duration else None
 
     result = run_package(
         args.package,

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import re
 
 from ..errors import TunerError
+from ..units import parse_duration
 from . import common
 from . import help as H
-
-
-def parse_duration(text: str | None) -> float | None:
-    if not text:
-        return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|m|h)?", text.strip())
-    if not m:
-        raise TunerError(f"--time-budget {text!r}: write e.g. 90s, 20m or 2h")
-    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several output
 
 from __future__ import annotations
 
-from . import attention, quantized, recurrent
+from . import attention, elementwise, quantized, recurrent
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
@@ -17,4 +17,6 @@ CONVERTERS = {
     "Attention": attention.attention,
     "RotaryEmbedding": attention.rotary_embedding,
     "Swish": attention.swish,
+    "IsInf": elementwise.is_inf,
+    "BitShift": elementwise.bit_shift,
 }

@@ -11,7 +11,7 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
     while budget left and time left:
         chosen = where_time_goes(tasks)               # 4 tasks with the largest best ms x calls
         tune_tasks(chosen, 2 iterations each, gradient task scheduler, XGB cost model shared across rounds)
-        save cost model + manifest                    # the deadline callback ends a round after a batch
+        save cost model + manifest                    # the deadline ends a round when the next batch would overrun
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class _Run:
     wall_before: float
     cost_model: object = None
     start: float = field(default_factory=time.time)
+    deadline: Deadline | None = None  # the time budget, shared by every round so it knows how long a batch takes
 
     def save(self):
         _save_progress(
@@ -118,6 +119,7 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
         db_dir, db, manifest, states, tunable, knobs, model_key, fusion, float(manifest.get("wall_seconds", 0.0))
     )
     run.cost_model = _cost_model(knobs, target_spec, db_dir, resume or warm.cost_model)
+    run.deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
     spent, stopped = _rounds(run, target_spec, budget, progress)
     _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
     run.save()
@@ -211,24 +213,16 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
     progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))
+    progress.begin(_status(run, spent, budget))
     try:
         while spent < budget:
-            if knobs.time_budget_s and time.time() - run.start >= knobs.time_budget_s:
+            if run.deadline and run.deadline.expired():  # the next batch would end past the budget
                 return spent, "time"
             ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
             spent += ran
             _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
             run.save()
-            progress.round(
-                RoundStatus(
-                    spent,
-                    budget,
-                    time.time() - run.start,
-                    knobs.time_budget_s,
-                    _weighted_latency(run.states),
-                    [st.name for _, st in where_time_goes(run.tunable, knobs)],
-                )
-            )
+            progress.round(_status(run, spent, budget))
             if timed_out:
                 return spent, "time"
             total = _weighted_latency(run.states)
@@ -241,6 +235,12 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     except KeyboardInterrupt:
         return spent, "interrupted"
     return spent, "budget"
+
+
+def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
+    tasks = [st.name for _, st in where_time_goes(run.tunable, run.knobs)]
+    elapsed = time.time() - run.start
+    return RoundStatus(spent, budget, elapsed, run.knobs.time_budget_s, _weighted_latency(run.states), tasks)
 
 
 def where_time_goes(tunable, knobs: Knobs) -> list:
@@ -256,6 +256,10 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     from tvm.s_tir import meta_schedule as ms
 
     knobs, db_dir = run.knobs, run.db_dir
+    deadline = run.deadline
+    if deadline:
+        deadline.fired = False
+        deadline.start_round()  # the round's design spaces and first search count towards its first batch
     chosen = where_time_goes(run.tunable, knobs)
     round_trials = knobs.round_trials or knobs.num_trials_per_iter * knobs.iters_per_round * len(chosen)
     contexts, weights = round_contexts(
@@ -268,7 +272,6 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     )
     per_iter, round_budget = _round_size(round_trials, remaining, knobs.num_trials_per_iter)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), measure_callback(progress)]
-    deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
     if deadline:
         callbacks = [*callbacks, deadline.callback()]
     before = _trials_in_db(db_dir)

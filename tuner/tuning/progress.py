@@ -1,6 +1,7 @@
 """What a tuning run reports while it works, as events; the CLI draws them (tuner/cli/progress.py).
 
     stage(name, detail)   a step of tune-model begins: import, reference, seed, tune, build, time, verify
+    begin(status)         tuning begins (after the seeds): the budget, and the seeds' kernel-time estimate
     trials(n)             n more candidates measured (after every MetaSchedule batch, inside a round)
     round(status)         a round ended: trials and time against the budget, the kernel-time estimate
 
@@ -28,6 +29,9 @@ class Progress:
     reference_ms: float | None = None
 
     def stage(self, name: str, detail: str = "") -> None:
+        pass
+
+    def begin(self, status: RoundStatus) -> None:
         pass
 
     def trials(self, n: int) -> None:

@@ -1,0 +1,26 @@
+"""tune-model's live display (tuner/cli/progress.py), driven by its events without tuning anything."""
+
+import io
+import time
+
+from rich.console import Console
+
+from tuner.cli.progress import LiveProgress
+from tuner.tuning.progress import RoundStatus
+
+
+def test_time_bar_moves_between_measured_batches():
+    """Between batches (30-100 s of search and builds) no event arrives: the bar and ETA follow the clock."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=110)
+    live = LiveProgress(console)
+    live.stage("tune", "3 kernels, until 600 s")
+    live.begin(RoundStatus(spent=3, budget=10**9, elapsed_s=1.0, time_budget_s=600.0, estimate_ms=1.5))
+    (task,) = live.bar.tasks
+    first = task.completed
+    time.sleep(1.5)  # no event
+    assert task.completed >= first + 1.0 and task.total == 600.0
+    assert "ETA" in task.fields["eta"] and "kernel-time estimate 1.500 ms" in task.fields["status"]
+    live.close()
+    done = task.completed
+    time.sleep(0.8)
+    assert task.completed == done  # closed: the clock no longer redraws
