@@ -28,6 +28,9 @@ SUBSET = [
     "test_attention_4d_gqa_causal_nonpad_decode",
     "test_attention_local_window",
     "test_attention_4d_softcap",
+    "test_attention_4d_fp16",  # float16 scores and softmax in float32, rounded once
+    "test_attention_23_boolmask_fullymasked_row_nan_robustness",  # a fully masked row is zeros
+    "test_attention_24_qk_matmul_output_mode3_softmax_precision",
     # run-time axes/shape/sizes inputs, bound from the case's data as --const would (devtools.conformance)
     "test_reduce_sum_do_not_keepdims_example",
     "test_reshape_reordered_all_dims",
@@ -110,6 +113,18 @@ SUBSET = [
     "test_bitshift_left_int32_shift_ge_width",
     "test_bitshift_right_int32_shift_ge_width",
     "test_bitshift_left_int32_negative_shift",
+    "test_mish",  # inputs down to -10: log(1 + e^x) cancels in float32 there
+    "test_mish_expanded",
+    "test_softplus",
+    "test_mod_float_edge_cases_fmod_0_float32",  # numpy's modulo with infinities and signed zeros
+    "test_pow_types_int32_int32",
+    "test_pow_types_float32_int64",
+    "test_pow_types_int64_float32",
+    "test_rms_normalization_4d_axis0",
+    "test_rms_normalization_3d_axis0_epsilon",
+    "test_reduce_max_bool_inputs",
+    "test_reduce_min_empty_set",
+    "test_reduce_max_keepdims_example",  # the ordinary case still goes to TVM's converter
 ]
 
 

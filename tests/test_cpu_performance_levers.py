@@ -111,7 +111,8 @@ def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
 
     now = [0.0]
     d = Deadline(100.0, clock=lambda: now[0])
-    d.start_round()
+    assert d.fits(4) == 1  # nothing measured yet: the first round learns the batch time on one task
+    d.start_round(1)
     assert not d.expired()  # nothing measured yet: the first batch always runs
     ends = []
     while not d.expired():
@@ -121,11 +122,35 @@ def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
     assert ends[-1] == 90.0 and d.batch_s == 10.0
     # a slow batch raises the estimate, smoothed: one 50 s batch after 10 s ones expects 30 s next
     d2 = Deadline(1000.0, clock=lambda: now[0])
-    d2.start_round()
+    d2.start_round(1)
     for took in (10.0, 10.0, 50.0):
         now[0] += took
         d2.batch_done()
     assert d2.batch_s == 30.0
+
+
+def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
+    """MetaSchedule's gradient scheduler runs one batch of every task in a round before it joins any, so the
+    first measure callback of a 4-task round comes after 4 batches and the next three at once."""
+    from tuner.tuning.deadline import Deadline
+
+    now = [0.0]
+    d = Deadline(200.0, clock=lambda: now[0])
+    d.start_round(4)
+    now[0] = 80.0
+    d.batch_done()  # 4 batches of 20 s
+    for _ in range(3):
+        now[0] += 0.1
+        d.batch_done()  # the burst: batches that already ran
+    assert d.batch_s == 20.0
+    now[0] += 20.0
+    d.batch_done()  # then one batch per callback
+    assert d.batch_s == 20.0
+    assert d.fits(4) == 4  # 99.7 s left: four batches of 20 s
+    now[0] = 150.0
+    assert d.fits(4) == 2 and d.fits(1) == 1
+    now[0] = 195.0
+    assert d.fits(4) == 1 and d.expired()  # a round always gets one task; the loop checks expired() first
 
 
 def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):

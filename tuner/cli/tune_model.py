@@ -26,7 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
         "is spent when that is given alone)",
     )
     p.add_argument("--max-trials-per-task", type=int, help="cap per task")
-    p.add_argument("--time-budget", help="stop cleanly when this much time has passed (90s, 20m, 2h)")
+    p.add_argument(
+        "--time-budget",
+        help="tune for this long (90s, 20m, 2h): the search stops before a batch that would end past it; "
+        "a first batch longer than the whole budget still finishes",
+    )
     p.add_argument("--early-stopping", type=int, help="stop after this many rounds without improvement")
     p.add_argument("--db", help="tuning database folder (default logs/<model>-<sha8>/<target-key>/)")
     p.add_argument(

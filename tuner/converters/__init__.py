@@ -19,4 +19,11 @@ CONVERTERS = {
     "Swish": attention.swish,
     "IsInf": elementwise.is_inf,
     "BitShift": elementwise.bit_shift,
+    "Softplus": elementwise.softplus,
+    "Mish": elementwise.mish,
+    "Mod": elementwise.mod,
+    "Pow": elementwise.pow_,
+    "RMSNormalization": elementwise.rms_normalization,
+    "ReduceMax": elementwise.reduce_extreme("max"),
+    "ReduceMin": elementwise.reduce_extreme("min"),
 }

@@ -101,7 +101,12 @@ def attention(bb, inputs, attrs):
     reps = _shape(q)[1] // _shape(k)[1]
     if reps > 1:  # grouped KV heads: [h0, h0, h1, h1, ...]
         k, v = bb.emit(op.repeat(k, reps, axis=1)), bb.emit(op.repeat(v, reps, axis=1))
-    dtype = str(q.ty.dtype)
+    dtype = out_dtype = str(q.ty.dtype)
+    if dtype in ("float16", "bfloat16"):  # scores, softmax and the weighted sum in float32, rounded once at the end
+        dtype = "float32"
+        q, k, v = (bb.emit(op.astype(x, dtype)) for x in (q, k, v))
+        if mask is not None and str(mask.ty.dtype) != "bool":
+            mask = bb.emit(op.astype(mask, dtype))
     (batch, _, q_len, head), kv_len = _shape(q), _shape(k)[2]
     scale = float(attrs.get("scale", 0.0)) or 1.0 / np.sqrt(head)
     root = _const(np.sqrt(scale), dtype)
@@ -113,13 +118,18 @@ def attention(bb, inputs, attrs):
     with_bias = bb.emit(op.add(scores, bias)) if bias is not None else scores
     probs = bb.emit(op.nn.softmax(with_bias, axis=-1))
     if bias is not None:  # a row with no attendable key: zeros, not softmax's NaNs
-        masked = op.equal(op.max(bias, axis=[-1], keepdims=True), _const(-np.inf, dtype))
+        # "at most the lowest finite value", not "== -inf": TVM's max reduction starts from the lowest finite
+        # value, so the max of a row of -inf is that value (the ONNX nan_robustness cases came out NaN)
+        lowest = _const(np.finfo(dtype).min, dtype)
+        masked = op.less_equal(op.max(bias, axis=[-1], keepdims=True), lowest)
         probs = bb.emit(op.where(masked, _const(0.0, dtype), probs))
     y = bb.emit(op.matmul(probs, v))
     if len(_shape(inputs[0])) == 3:
         y = bb.emit(op.reshape(bb.emit(op.permute_dims(y, [0, 2, 1, 3])), [batch, q_len, -1]))
     mode = int(attrs.get("qk_matmul_output_mode", 0))
     qk = {2: with_bias, 3: probs}.get(mode, scores)
+    if out_dtype != dtype:
+        y, qk = bb.emit(op.astype(y, out_dtype)), bb.emit(op.astype(qk, out_dtype))
     from tvm import relax
 
     return relax.Tuple([y, present_k, present_v, qk])

@@ -1,12 +1,17 @@
 """A time budget that acts inside a round, and ends the run *before* the time is spent rather than after.
 
-MetaSchedule measures in batches of `num_trials_per_iter`: search a batch, build it, run it. Nothing can stop a
-batch once started (the search is C++), so a budget checked after each batch overshoots by up to one batch: on
-2 cores a batch of large convolutions takes 30-110 s. The deadline therefore keeps the time a batch takes (the
-interval between consecutive measured batches, smoothed) and stops when the *next* batch would end past the
-budget. The check runs as a measure callback after each batch (its records already committed by the default
-callbacks, which run first); it ends `tune_tasks` by terminating every task: the scheduler then joins the
-batches still in flight, commits them, and returns."""
+MetaSchedule measures in batches: search a task's candidates, build them, run them. Nothing can stop a batch
+once started (the search is C++), and the gradient task scheduler starts a round with one batch of *every* task
+before it joins any (round robin): measure callbacks arrive only after all of them, in a burst. Checking the
+clock after each batch therefore let a 30-second budget tune for 260 s (4 tasks x ~60 s of search and builds on
+a busy 2-core machine), and 10-minute budgets run 605-712 s.
+
+So the deadline keeps how long one task's batch takes (the round robin's time divided by its tasks, then the
+interval between consecutive batches; smoothed), stops when the *next* batch would end past the budget, and
+says how many tasks a new round can start (`fits`): the first round under a time budget starts one task, to
+learn the batch time before committing to a round robin. The check runs as a measure callback after each batch
+(its records already committed by the default callbacks, which run first); it ends `tune_tasks` by terminating
+every task: the scheduler then joins the batches still in flight, commits them, and returns."""
 
 from __future__ import annotations
 
@@ -20,21 +25,34 @@ class Deadline:
     def __init__(self, at: float, clock=time.time):
         self.at = at
         self.fired = False
-        self.batch_s = 0.0  # the expected time of the next batch: 0 until one has been seen
+        self.batch_s = 0.0  # the expected time of one task's batch: 0 until one has been seen
         self._clock = clock
         self._last = None
+        self._round_tasks = 1
+        self._seen = 0  # batches joined in this round
 
-    def start_round(self) -> None:
-        """A round begins: its design spaces and first search count towards its first batch."""
-        self._last = self._clock()
+    def fits(self, tasks: int) -> int:
+        """How many tasks a round starting now can give their first batch (at least 1)."""
+        if not self.batch_s:
+            return 1  # nothing measured yet: learn the batch time on one task
+        return max(1, min(tasks, int((self.at - self._clock()) / self.batch_s)))
+
+    def start_round(self, tasks: int = 1) -> None:
+        """A round of `tasks` tasks begins: its design spaces and searches count towards its first batches."""
+        self._last, self._round_tasks, self._seen = self._clock(), max(1, tasks), 0
 
     def batch_done(self) -> None:
         now = self._clock()
-        if self._last is not None:
-            took = now - self._last
-            # smoothed so that one slow batch (a large kernel's builds) does not end the run early by itself
-            self.batch_s = took if not self.batch_s else 0.5 * (self.batch_s + took)
-        self._last = now
+        self._seen += 1
+        if self._seen == 1:  # the round robin: every task searched and built before this first join
+            self._learn((now - self._last) / self._round_tasks)
+        elif self._seen > self._round_tasks:  # one batch since the last join
+            self._learn(now - self._last)
+        self._last = now  # (the rest of the round robin's burst joins batches that already ran)
+
+    def _learn(self, took: float) -> None:
+        # smoothed so that one slow batch (a large kernel's builds) does not end the run early by itself
+        self.batch_s = took if not self.batch_s else 0.5 * (self.batch_s + took)
 
     def expired(self) -> bool:
         return self._clock() + self.batch_s >= self.at

@@ -257,10 +257,11 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
 
     knobs, db_dir = run.knobs, run.db_dir
     deadline = run.deadline
-    if deadline:
-        deadline.fired = False
-        deadline.start_round()  # the round's design spaces and first search count towards its first batch
     chosen = where_time_goes(run.tunable, knobs)
+    if deadline:  # as many tasks as can get their first batch in the time left (see deadline.py)
+        chosen = chosen[: deadline.fits(len(chosen))]
+        deadline.fired = False
+        deadline.start_round(len(chosen))
     round_trials = knobs.round_trials or knobs.num_trials_per_iter * knobs.iters_per_round * len(chosen)
     contexts, weights = round_contexts(
         chosen,
