@@ -24,3 +24,18 @@ def test_time_bar_moves_between_measured_batches():
     done = task.completed
     time.sleep(0.8)
     assert task.completed == done  # closed: the clock no longer redraws
+
+
+def test_live_line_fits_an_80_column_terminal_with_every_field():
+    """A long status (kernel names) used to push the line past the terminal's width: it wrapped, the in-place
+    redraw cleared only its last line, and the bar looked frozen. The status is cut instead."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    live = LiveProgress(console)
+    live.stage("tune", "4 kernels, until 40 s")
+    names = ["fused_conv2d1_add_relu_add11", "fused_conv2d2_add2_maximum_minimum_multiply", "mean1", "x"]
+    live.round(RoundStatus(spent=5, budget=10**9, elapsed_s=2.0, time_budget_s=40.0, estimate_ms=0.196, tasks=names))
+    out = Console(file=io.StringIO(), width=80, record=True)
+    out.print(live.bar.make_tasks_table(live.bar.tasks))
+    live.close()
+    (line,) = [x for x in out.export_text().splitlines() if x.strip()]
+    assert len(line) <= 80 and "5 trials" in line and "ETA 3" in line and "kernel-time" in line, line

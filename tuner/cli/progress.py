@@ -61,27 +61,33 @@ class LiveProgress(Progress):
 
     def __init__(self, console):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+
+        def fixed(width: int):  # kept whole; the status text takes what is left, cut with an ellipsis
+            return Column(no_wrap=True, min_width=width)
 
         self.console, self.start = console, time.perf_counter()
         self.bar = Progress(
-            TextColumn("[bold]{task.description:>6}"),
-            BarColumn(bar_width=30),
-            TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),
-            TextColumn("[dim]{task.fields[status]}"),
+            TextColumn("[bold]{task.description:>6}", table_column=fixed(6)),
+            BarColumn(bar_width=24, table_column=fixed(24)),
+            TextColumn("{task.fields[counts]}", table_column=fixed(10)),
+            TimeElapsedColumn(table_column=fixed(7)),
+            TextColumn("{task.fields[eta]}", table_column=fixed(9)),
+            TextColumn("[dim]{task.fields[status]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             console=console,
             transient=True,
+            expand=True,  # so the status column's ratio takes exactly the width left
         )
         self.task = None
         self.spent = self.budget = 0
         self.time_budget = None
+        self.tune_start = None
         self.status = ""
         self._ticking = threading.Event()
 
     def _tick(self) -> None:
         # Between measured batches (30-100 s of search and builds on 2 cores) no event arrives; redraw from the
-        # clock so the time bar and its ETA keep moving. TVM's FFI releases the GIL while C++ searches.
+        # clock so the time bar and its ETA keep moving (TVM's FFI releases the GIL while it searches).
         while self._ticking.is_set():
             self._draw()
             time.sleep(0.5)
@@ -104,6 +110,8 @@ class LiveProgress(Progress):
         self.round(status)  # the bar knows its budget before the first round ends
 
     def round(self, status: RoundStatus) -> None:
+        # the budget counts from the start of tuning, not of the command (import and seeds come before it)
+        self.tune_start = time.perf_counter() - status.elapsed_s
         self.spent, self.budget, self.time_budget = status.spent, status.budget, status.time_budget_s
         estimate = _estimate_words(status, self.reference_ms)
         self.status = "; ".join(x for x in (estimate, f"tuning {_short(status.tasks)}" if status.tasks else "") if x)
@@ -113,7 +121,7 @@ class LiveProgress(Progress):
         task = self.task
         if task is None:
             return
-        elapsed = time.perf_counter() - self.start
+        elapsed = time.perf_counter() - (self.tune_start if self.tune_start is not None else self.start)
         if self.time_budget:
             done, total = min(elapsed, self.time_budget), self.time_budget
         else:

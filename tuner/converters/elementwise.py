@@ -53,8 +53,8 @@ def bit_shift(bb, inputs, attrs):
 
 def _log1p(u, dtype: str):
     """log(1 + u) for u >= 0 without a log1p op: its series below 0.01 (truncation below 3e-9 relative), where
-    1 + u would round away the digits of u. (Goldberg's log(w) * u / (w - 1) does not survive TVM's simplifier,
-    which folds (1 + u) - 1 back to u.)"""
+    1 + u would round away the digits of u. (Goldberg's log(w) * u / (w - 1) with w = 1 + u was tried: still 1e-3
+    relative at x = -10, as if (1 + u) - 1 were folded back to u on the way to machine code.)"""
     from tvm import relax
 
     op = relax.op
