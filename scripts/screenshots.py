@@ -59,7 +59,7 @@ def tune_in_terminal(model: str, budget: str, out: str, work: str) -> None:
     )
     tmux("new-session", "-d", "-s", session, "-x", "110", "-y", "30", cmd)
     try:
-        time.sleep(max(20.0, _seconds(budget) * 0.85))  # the bar redraws after each measured batch
+        time.sleep(max(20.0, _seconds(budget) * 0.85))  # mid-run: the bar redraws from the clock twice a second
         pane_to_png(tmux("capture-pane", "-p", "-e", "-t", session), os.path.join(out, "tune_live.png"), work)
         deadline = time.time() + _seconds(budget) + 600
         while "[exit" not in tmux("capture-pane", "-p", "-t", session) and time.time() < deadline:
