@@ -160,6 +160,7 @@ def check_meaningful(model: onnx.ModelProto, path: str) -> None:
                 )
     check_element_types(model.graph, path)
     check_inference_mode(model.graph, path)
+    check_no_sequences(model.graph, path)
     _check_types(model, path)  # last: the input checks above name the input, this names the node
 
 
@@ -178,6 +179,27 @@ def check_inference_mode(graph: onnx.GraphProto, path: str) -> None:
                 f"{path}: node {node_label(node, i)!r} (BatchNormalization) has training_mode=1",
                 hint="export the model for inference (model.eval() before torch.onnx.export)",
             )
+
+
+SEQUENCE_OPS = {
+    "SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength",
+    "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+}  # fmt: skip
+
+
+def check_no_sequences(graph: onnx.GraphProto, path: str) -> None:
+    """Tensor sequences (subgraphs too): TVM 0.27's importer crashed the process on Loop over sequences,
+    SequenceInsert and SequenceMap, and miscomputed SplitToSequence (every ONNX backend case with them failed)."""
+    for i, node in enumerate(graph.node):
+        if node.op_type in SEQUENCE_OPS:
+            raise UnsupportedModelError(
+                f"{path}: node {node_label(node, i)!r} ({node.op_type}) works on a tensor sequence; "
+                "fusion-tuner builds graphs of tensors",
+                hint="export the model without sequence ops (a fixed number of tensors), or run it with ONNX Runtime",
+            )
+        for a in node.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                check_no_sequences(g, path)
 
 
 def check_element_types(graph: onnx.GraphProto, path: str) -> None:
