@@ -170,7 +170,9 @@ def reduce_extreme(kind: str):
             return None  # symbolic: TVM's converter
         shape = [int(d) for d in x.ty.shape]
         axes = list(attrs.get("axes", []) or [])
-        if not axes and len(inputs) > 1 and isinstance(inputs[1], tvm.ir.expr.Constant):
+        if not axes and len(inputs) > 1 and inputs[1] is not None:
+            if not isinstance(inputs[1], tvm.ir.expr.Constant):
+                return None  # axes known only at run time: TVM's converter (or its refusal)
             axes = [int(a) for a in inputs[1].value.numpy().reshape(-1)]
         if not axes and int(attrs.get("noop_with_empty_axes", 0)):
             return None
