@@ -141,7 +141,9 @@ def rms_normalization(bb, inputs, attrs):
     op = relax.op
     x, scale = inputs[:2]
     dtype = str(x.ty.dtype)
-    rank = len(x.ty.shape)
+    rank = int(x.ty.ndim)
+    if rank < 0:
+        return None  # unknown rank: TVM's converter
     axis = int(attrs.get("axis", -1))
     axis = axis + rank if axis < 0 else axis
     eps = float(attrs.get("epsilon", 1e-5))
