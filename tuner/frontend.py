@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import onnx
 
 from .errors import TunerError, UnsupportedModelError, summarize_native_error
-from .onnx_model import PreparedModel, iter_nodes, node_label
+from .onnx_checks import iter_nodes, node_label
+from .onnx_model import PreparedModel
 
 
 @dataclass

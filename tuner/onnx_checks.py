@@ -15,6 +15,26 @@ def node_label(node: onnx.NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 
 
+def iter_nodes(graph: onnx.GraphProto, prefix: str = ""):
+    """All nodes, including those inside If/Loop/Scan bodies; yields (node, path of enclosing graphs)."""
+    for node in graph.node:
+        yield node, prefix
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_nodes(attr.g, f"{prefix}{node.name or node.op_type}/{attr.name}/")
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for i, g in enumerate(attr.graphs):
+                    yield from iter_nodes(g, f"{prefix}{node.name or node.op_type}/{attr.name}[{i}]/")
+
+
+def _graphs(graph: onnx.GraphProto):
+    """The graph and every If/Loop/Scan body inside it."""
+    yield graph
+    for node, _ in iter_nodes(graph):
+        for a in node.attribute:
+            yield from [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs
+
+
 MIN_OPSET = 7  # numpy-style broadcasting; ONNX Runtime's oldest supported opset
 
 
@@ -172,11 +192,10 @@ def _type_name(code: int) -> str:
 def check_inference_mode(graph: onnx.GraphProto, path: str) -> None:
     """A BatchNormalization in training mode normalises by the batch's own statistics and updates the running
     ones: a training graph, which TVM's converter would run as inference (wrong outputs, no error)."""
-    for i, node in enumerate(graph.node):
-        training = any(a.name == "training_mode" and a.i for a in node.attribute)
-        if node.op_type == "BatchNormalization" and training:
+    for i, (node, prefix) in enumerate(iter_nodes(graph)):
+        if node.op_type == "BatchNormalization" and any(a.name == "training_mode" and a.i for a in node.attribute):
             raise UnsupportedModelError(
-                f"{path}: node {node_label(node, i)!r} (BatchNormalization) has training_mode=1",
+                f"{path}: node {prefix}{node_label(node, i)!r} (BatchNormalization) has training_mode=1",
                 hint="export the model for inference (model.eval() before torch.onnx.export)",
             )
 
@@ -190,38 +209,31 @@ SEQUENCE_OPS = {
 def check_no_sequences(graph: onnx.GraphProto, path: str) -> None:
     """Tensor sequences (subgraphs too): TVM 0.27's importer crashed the process on Loop over sequences,
     SequenceInsert and SequenceMap, and miscomputed SplitToSequence (every ONNX backend case with them failed)."""
-    for i, node in enumerate(graph.node):
+    for i, (node, prefix) in enumerate(iter_nodes(graph)):
         if node.op_type in SEQUENCE_OPS:
             raise UnsupportedModelError(
-                f"{path}: node {node_label(node, i)!r} ({node.op_type}) works on a tensor sequence; "
+                f"{path}: node {prefix}{node_label(node, i)!r} ({node.op_type}) works on a tensor sequence; "
                 "fusion-tuner builds graphs of tensors",
                 hint="export the model without sequence ops (a fixed number of tensors), or run it with ONNX Runtime",
             )
-        for a in node.attribute:
-            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                check_no_sequences(g, path)
 
 
 def check_element_types(graph: onnx.GraphProto, path: str) -> None:
     """Refuse (as unsupported, naming the tensor or node) every element type of UNBUILDABLE_DTYPES the graph
-    declares: its outputs, initializers and annotated values, the type a node casts or quantizes to, and the
-    tensors of Constant nodes; subgraphs too."""
-    declared = []  # (where, element type): the nodes that make a type first, they say most
-    for i, node in enumerate(graph.node):
-        where = f"node {node_label(node, i)!r} ({node.op_type})"
+    declares: the type a node casts or quantizes to and the tensors of Constant nodes first (they say most),
+    then outputs, initializers and annotated values; subgraphs too."""
+    declared = []  # (where, element type)
+    for i, (node, prefix) in enumerate(iter_nodes(graph)):
+        where = f"node {prefix}{node_label(node, i)!r} ({node.op_type})"
         for a in node.attribute:
             if a.name in _TYPE_ATTRS and a.type == onnx.AttributeProto.INT:
                 declared.append((f"{where}, attribute {a.name}", a.i))
             elif a.type == onnx.AttributeProto.TENSOR:
                 declared.append((where, a.t.data_type))
-            elif a.type == onnx.AttributeProto.GRAPH:
-                check_element_types(a.g, path)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for g in a.graphs:
-                    check_element_types(g, path)
-    declared += [(f"initializer {t.name!r}", t.data_type) for t in graph.initializer]
-    declared += [(f"output {v.name!r}", v.type.tensor_type.elem_type) for v in graph.output]
-    declared += [(f"value {v.name!r}", v.type.tensor_type.elem_type) for v in graph.value_info]
+    for g in _graphs(graph):
+        declared += [(f"initializer {t.name!r}", t.data_type) for t in g.initializer]
+        declared += [(f"{kind} {v.name!r}", v.type.tensor_type.elem_type) for kind, vs in
+                     (("output", g.output), ("value", g.value_info)) for v in vs]  # fmt: skip
     for where, code in declared:
         if code in UNBUILDABLE_DTYPES:
             raise UnsupportedModelError(

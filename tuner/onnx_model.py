@@ -19,7 +19,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import TunerError
-from .onnx_checks import check_meaningful, check_opset, default_opset, node_label, run_checker  # noqa: F401  (re-exports)
+from .onnx_checks import check_meaningful, check_opset, default_opset, iter_nodes, node_label, run_checker  # noqa: F401  (re-exports)
 from .shape_inputs import needs_shape_folding
 
 
@@ -105,18 +105,6 @@ def graph_inputs(model: onnx.ModelProto) -> list[TensorInfo]:
 
 def graph_outputs(model: onnx.ModelProto) -> list[TensorInfo]:
     return [_tensor_info(vi) for vi in model.graph.output]
-
-
-def iter_nodes(graph: onnx.GraphProto, prefix: str = ""):
-    """All nodes, including those inside If/Loop/Scan bodies; yields (node, path of enclosing graphs)."""
-    for node in graph.node:
-        yield node, prefix
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from iter_nodes(attr.g, f"{prefix}{node.name or node.op_type}/{attr.name}/")
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for i, g in enumerate(attr.graphs):
-                    yield from iter_nodes(g, f"{prefix}{node.name or node.op_type}/{attr.name}[{i}]/")
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:

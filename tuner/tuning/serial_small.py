@@ -4,8 +4,8 @@ Each `T.parallel` loop is a fork/join on TVM's thread pool: about 0.6 us each on
 (derived from the figures below), more when a worker has gone to sleep. MetaSchedule measures every kernel
 alone, back to back, with the pool's workers spinning, so a tiny kernel measures faster parallel; inside a model,
 between other kernels, it does not. On the synthetic transformer (19 launches of 1-270 kFLOP) a call took 33 us
-with two threads and 22 us with one. ONNX Runtime's
-MLAS makes the same call per operator: it splits work only above a cost threshold.
+with two threads and 22 us with one. ONNX Runtime's MLAS makes the same call per operator: it splits work only
+above a cost threshold.
 
 The decision is per kernel, from its work (FLOPs plus elements read and written), after the schedules are
 applied, so tuned and default schedules alike keep their loop structure with `parallel` turned `serial`.
