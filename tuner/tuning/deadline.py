@@ -3,7 +3,7 @@
 MetaSchedule measures in batches: search a task's candidates, build them, run them. Nothing can stop a batch
 once started (the search is C++), and the gradient task scheduler starts a round with one batch of *every* task
 before it joins any (round robin): measure callbacks arrive only after all of them, in a burst. Checking the
-clock after each batch therefore let a 30-second budget tune for 260 s (4 tasks x ~60 s of search and builds on
+clock after each batch therefore let a 30-second budget tune for 258 s (4 tasks x ~60 s of search and builds on
 a busy 2-core machine), and 10-minute budgets run 605-712 s.
 
 So the deadline keeps how long one task's batch takes (the round robin's time divided by its tasks, then the
