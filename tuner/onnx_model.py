@@ -261,6 +261,25 @@ def _simplify_checked(onnxsim, model, shapes, path):
     return simplified
 
 
+_CONSTANT_FORMS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+
+
+def constants_as_tensors(model: onnx.ModelProto) -> int:
+    """Rewrite Constant nodes written with value_float(s)/value_int(s) (opset 12+) into the `value` tensor form,
+    the only one TVM's importer reads ("no value in Constant"). Returns how many were rewritten."""
+    count = 0
+    for node, _ in iter_nodes(model.graph):
+        if node.op_type != "Constant" or len(node.attribute) != 1 or node.attribute[0].name not in _CONSTANT_FORMS:
+            continue
+        attr = node.attribute[0]
+        value = onnx.helper.get_attribute_value(attr)
+        tensor = numpy_helper.from_array(np.asarray(value, dtype=_CONSTANT_FORMS[attr.name]), name=node.output[0])
+        del node.attribute[:]
+        node.attribute.append(onnx.helper.make_attribute("value", tensor))
+        count += 1
+    return count
+
+
 def prepare_model(
     source, shapes: dict | None = None, consts: dict | None = None, simplify: str = "auto", precision: str | None = None
 ) -> PreparedModel:
@@ -284,6 +303,7 @@ def prepare_model(
         path = source
         model = load_onnx(path)
         digest = sha256_file(path)
+    constants_as_tensors(model)
     notes = _freeze_consts(model, consts or {}, path) if consts else []
     bound = _bind_shapes(model, dict(shapes or {}), path)
     folded: dict[str, int] = {}

@@ -12,7 +12,7 @@ _SHAPE_OPS = {"Shape", "Size"}
 # op -> indices of the inputs TVM's importer needs as constants (shapes, axes, pads, scales, sizes, counts)
 _STATIC_INPUT_OPS = {
     "Reshape": (1,),
-    "Pad": (1, 3),
+    "Pad": (1, 2, 3),
     "Expand": (1,),
     "ConstantOfShape": (0,),
     "Tile": (1,),
@@ -24,22 +24,29 @@ _STATIC_INPUT_OPS = {
     "Unsqueeze": (1,),
     "Squeeze": (1,),
     "Split": (1,),
-    "OneHot": (1,),
+    "OneHot": (1, 2),
+    **{op: (0,) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
     "CumSum": (1,),
+    "CumProd": (1,),
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
 }  # fmt: skip
 
 
 def static_inputs(model: onnx.ModelProto) -> dict[str, str]:
-    """Graph inputs that feed a position TVM's importer needs as a constant: {input name: where}. Such an input
-    is pinned with --const NAME=VALUES (the conformance runner binds it from the test's data)."""
+    """Graph inputs that feed a position TVM's importer needs as a constant, directly or through Casts: {input
+    name: where}. Such an input is pinned with --const NAME=VALUES (the conformance runner binds it from the
+    test's data)."""
     inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    origin = {name: name for name in inputs}  # tensor -> the graph input it is a cast of
+    for node in model.graph.node:
+        if node.op_type in ("Cast", "Identity") and node.input and node.input[0] in origin:
+            origin[node.output[0]] = origin[node.input[0]]
     found: dict[str, str] = {}
     for i, node in enumerate(model.graph.node):
         for idx in _STATIC_INPUT_OPS.get(node.op_type, ()):
-            if len(node.input) > idx and node.input[idx] in inputs:
-                found.setdefault(node.input[idx], f"input {idx} of {node.op_type} node {node_label(node, i)}")
+            if len(node.input) > idx and node.input[idx] in origin:
+                found.setdefault(origin[node.input[idx]], f"input {idx} of {node.op_type} node {node_label(node, i)}")
     return found
 
 

@@ -5,7 +5,7 @@ CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several output
 
 from __future__ import annotations
 
-from . import attention, elementwise, quantized, recurrent
+from . import attention, elementwise, losses, normalization, quantized, recurrent, windows
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
@@ -23,7 +23,17 @@ CONVERTERS = {
     "Mish": elementwise.mish,
     "Mod": elementwise.mod,
     "Pow": elementwise.pow_,
-    "RMSNormalization": elementwise.rms_normalization,
+    "RMSNormalization": normalization.rms_normalization,
+    "LayerNormalization": normalization.layer_normalization,
+    "LpNormalization": normalization.lp_normalization,
     "ReduceMax": elementwise.reduce_extreme("max"),
     "ReduceMin": elementwise.reduce_extreme("min"),
+    "NegativeLogLikelihoodLoss": losses.negative_log_likelihood_loss,
+    "SoftmaxCrossEntropyLoss": losses.softmax_cross_entropy_loss,
+    "Celu": elementwise.celu,
+    "Elu": elementwise.elu,
+    "OneHot": elementwise.one_hot,
+    "SwiGLU": elementwise.swiglu,
+    "CumProd": elementwise.cumprod,
+    **{kind: windows.window(kind) for kind in ("HannWindow", "HammingWindow", "BlackmanWindow")},
 }

@@ -3,8 +3,8 @@
 - `IsInf` ignores `detect_positive` / `detect_negative`: both infinities always count.
 - `BitShift` by a count outside [0, bits) is what the CPU makes of it (x86 masks the count); ONNX, like numpy,
   gives 0, or -1 for a right shift of a negative signed value.
-- `Mod` (fmod=0) on floats, `Pow` of integers, `RMSNormalization` over several axes, `ReduceMax`/`ReduceMin` of
-  bools and over empty axes: see each function.
+- `Mod` (fmod=0) on floats, `Pow` of integers, `ReduceMax`/`ReduceMin` of bools and over empty axes: see each
+  function.
 - `Softplus` and `Mish` compute log(1 + e^x) in float32, which cancels for x << 0 (1 + 4.5e-5 keeps 3 digits):
   errors of 1e-3 relative where ONNX's reference uses log1p. Softplus gets an accurate log1p, Mish an exact
   rewrite without a log.
@@ -133,28 +133,6 @@ def pow_(bb, inputs, attrs):
     return op.astype(op.round(value) if is_int[yt] else value, xt)
 
 
-def rms_normalization(bb, inputs, attrs):
-    """RMSNormalization (opset 23): x / sqrt(mean(x^2 over axes axis..rank-1) + epsilon) * scale, in float32 for
-    narrower inputs (stash_type 1)."""
-    from tvm import relax
-
-    op = relax.op
-    x, scale = inputs[:2]
-    dtype = str(x.ty.dtype)
-    rank = int(x.ty.ndim)
-    if rank < 0:
-        return None  # unknown rank: TVM's converter
-    axis = int(attrs.get("axis", -1))
-    axis = axis + rank if axis < 0 else axis
-    eps = float(attrs.get("epsilon", 1e-5))
-    work = "float32" if dtype in ("float16", "bfloat16") else dtype
-    xw = op.astype(x, work) if work != dtype else x
-    mean = op.mean(op.multiply(xw, xw), axis=list(range(axis, rank)), keepdims=True)
-    inv = op.divide(relax.const(1, work), op.sqrt(op.add(mean, relax.const(eps, work))))
-    y = op.multiply(op.multiply(xw, inv), op.astype(scale, work) if work != dtype else scale)
-    return op.astype(y, dtype) if work != dtype else y
-
-
 def reduce_extreme(kind: str):
     """ReduceMax / ReduceMin where TVM's converter fails: bool inputs (no min/max value for bool in TIR) and
     reductions over an empty axis, which give the identity (-inf for max, +inf for min, False/True for bool), as
@@ -201,3 +179,92 @@ def reduce_extreme(kind: str):
         return op.astype(reduce(op.astype(x, "uint8"), axis=axes, keepdims=keep), "bool")
 
     return convert
+
+
+def celu(bb, inputs, attrs):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    from tvm import relax
+
+    op = relax.op
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    alpha = relax.const(float(attrs.get("alpha", 1.0)), dtype)
+    zero, one = relax.const(0, dtype), relax.const(1, dtype)
+    negative = op.multiply(alpha, op.subtract(op.exp(op.divide(x, alpha)), one))
+    return op.add(op.maximum(x, zero), op.minimum(negative, zero))
+
+
+def swiglu(bb, inputs, attrs):
+    """SwiGLU (opset 24): a * sigmoid(alpha * a) * b, in float32 for narrower inputs."""
+    from tvm import relax
+
+    op = relax.op
+    a, b = inputs[:2]
+    dtype = str(a.ty.dtype)
+    work = "float32" if dtype in ("float16", "bfloat16") else dtype
+    if work != dtype:
+        a, b = op.astype(a, work), op.astype(b, work)
+    alpha = relax.const(float(attrs.get("alpha", 1.0)), work)
+    y = op.multiply(op.multiply(a, op.sigmoid(op.multiply(alpha, a))), b)
+    return op.astype(y, dtype) if work != dtype else y
+
+
+def cumprod(bb, inputs, attrs):
+    """CumProd (opset 26) along a constant axis, with `exclusive` and `reverse` (flip, scan, flip back)."""
+    import tvm
+    from tvm import relax
+
+    op = relax.op
+    x, axis = inputs[:2]
+    if not isinstance(axis, tvm.ir.expr.Constant):
+        return None
+    axis = int(axis.value.numpy().reshape(-1)[0])
+    reverse = int(attrs.get("reverse", 0))
+    if reverse:
+        x = op.flip(x, axis)
+    y = op.cumprod(x, axis, exclusive=bool(int(attrs.get("exclusive", 0))))
+    return op.flip(y, axis) if reverse else y
+
+
+def elu(bb, inputs, attrs):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise; constants in x's type (TVM's converter makes float32 ones,
+    which a float16 x cannot be combined with)."""
+    from tvm import relax
+
+    op = relax.op
+    x = inputs[0]
+    dtype = str(x.ty.dtype)
+    alpha = relax.const(float(attrs.get("alpha", 1.0)), dtype)
+    negative = op.multiply(alpha, op.subtract(op.exp(x), relax.const(1, dtype)))
+    return op.where(op.greater(x, relax.const(0, dtype)), x, negative)
+
+
+def one_hot(bb, inputs, attrs):
+    """OneHot with constant depth and values: on where the index (negative ones counted from depth) equals the
+    position along `axis`, off elsewhere, so an index outside [-depth, depth) gives a row of off values. TVM's
+    converter passes a float depth on, which its op refuses."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    op = relax.op
+    indices, depth, values = inputs[:3]
+    if not (isinstance(depth, tvm.ir.expr.Constant) and isinstance(values, tvm.ir.expr.Constant)):
+        return None
+    rank = int(indices.ty.ndim)
+    if rank < 0:
+        return None
+    n = int(depth.value.numpy().reshape(-1)[0])
+    off, on = values.value.numpy().reshape(-1)[:2]
+    vdtype = str(values.ty.dtype)
+    axis = int(attrs.get("axis", -1))
+    axis = axis + rank + 1 if axis < 0 else axis
+    idtype = str(indices.ty.dtype)
+    idx = op.where(op.less(indices, relax.const(0, idtype)), op.add(indices, relax.const(n, idtype)), indices)
+    positions = np.arange(n, dtype=idtype).reshape([n] + [1] * (rank - axis))
+    hit = op.equal(op.expand_dims(idx, axis), relax.const(positions))
+    return op.where(
+        hit,
+        relax.const(np.asarray(on, dtype=values.value.numpy().dtype), vdtype),
+        relax.const(np.asarray(off, dtype=values.value.numpy().dtype), vdtype),
+    )
