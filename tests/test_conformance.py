@@ -144,6 +144,8 @@ SUBSET = [
     "test_onehot_negative_indices",
     "test_onehot_out_of_range_indices",
     "test_constant_pad_axes",  # the pad value pinned
+    "test_nonmaxsuppression_two_batches",  # box count and thresholds pinned (TVM's converter read 0 boxes)
+    "test_training_dropout_zero_ratio",  # training mode that drops nothing: the identity
 ]
 
 
@@ -175,6 +177,7 @@ def test_unsupported_is_reported_not_failed():
         ("test_cast_FLOAT_to_UINT4", "element type UINT4"),  # crashed TVM's runtime
         ("test_cast_INT4_to_FLOAT", "input 'input' has element type INT4"),
         ("test_batchnorm_example_training_mode", "training_mode=1"),
+        ("test_training_dropout", "Dropout node 'Dropout_0': training_mode=1 with ratio 0.75 drops elements at random"),
         ("test_not_2d", "predates ONNX's numpy-style broadcasting"),
         ("test_split_to_sequence_2", "(SplitToSequence) works on a tensor sequence"),  # computed wrong before
         ("test_if_seq", "(SequenceConstruct) works on a tensor sequence"),  # inside an If branch

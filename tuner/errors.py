@@ -27,6 +27,15 @@ class UnsupportedModelError(TunerError):
         self.report = report
 
 
+class NodeRefusal(Exception):
+    """Raised by one of our ONNX converters for a node it will not build: the reason in words and what to do.
+    The importer names the node and reports it as unsupported (an UnsupportedModelError)."""
+
+    def __init__(self, reason: str, hint: str):
+        super().__init__(reason)
+        self.hint = hint
+
+
 def summarize_native_error(err: BaseException, limit: int = 300) -> str:
     """One readable line from a TVM error: its message without the printed IR, metadata notes or C++ frames."""
     import re

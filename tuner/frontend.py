@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .errors import TunerError, UnsupportedModelError, summarize_native_error
+from .errors import NodeRefusal, TunerError, UnsupportedModelError, summarize_native_error
 from .onnx_checks import iter_nodes, node_label
 from .onnx_model import PreparedModel
 
@@ -132,15 +132,18 @@ def _make_importer_class():
                 except TunerError:
                     raise
                 except Exception as err:
-                    msg = summarize_native_error(err)
+                    refused = isinstance(err, NodeRefusal)  # one of our converters says why it will not build this
+                    msg = str(err) if refused else summarize_native_error(err)
                     if self.collect is not None:
                         name = ref.name if isinstance(ref.name, str) else bytes(ref.name).decode("utf-8", "replace")
                         self.collect.append((str(node.op_type), name, msg))
                         if _stand_in(self, node):
                             continue
                     raise UnsupportedModelError(
-                        f"TVM's ONNX frontend cannot convert {node.op_type} node {ref.name!r}: {msg}",
-                        hint=_hint_for(node.op_type, msg),
+                        f"{node.op_type} node {ref.name!r}: {msg}"
+                        if refused
+                        else f"TVM's ONNX frontend cannot convert {node.op_type} node {ref.name!r}: {msg}",
+                        hint=err.hint if refused else _hint_for(node.op_type, msg),
                     ) from err
 
         def _convert_operator(self, op_name, inputs, attrs, opset):

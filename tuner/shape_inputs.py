@@ -28,6 +28,8 @@ _STATIC_INPUT_OPS = {
     **{op: (0,) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
     "CumSum": (1,),
     "CumProd": (1,),
+    "NonMaxSuppression": (2, 3, 4),  # max boxes per class, IoU and score thresholds
+    "Dropout": (1, 2),  # ratio, training_mode
     **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                            "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
 }  # fmt: skip

@@ -32,6 +32,7 @@ CONVERTERS = {
     "SoftmaxCrossEntropyLoss": losses.softmax_cross_entropy_loss,
     "Celu": elementwise.celu,
     "Elu": elementwise.elu,
+    "Dropout": elementwise.dropout,
     "OneHot": elementwise.one_hot,
     "SwiGLU": elementwise.swiglu,
     "CumProd": elementwise.cumprod,

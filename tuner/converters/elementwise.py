@@ -268,3 +268,23 @@ def one_hot(bb, inputs, attrs):
         relax.const(np.asarray(on, dtype=values.value.numpy().dtype), vdtype),
         relax.const(np.asarray(off, dtype=values.value.numpy().dtype), vdtype),
     )
+
+
+def dropout(bb, inputs, attrs):
+    """Dropout is the identity in inference (TVM's converter); in training mode with a non-zero ratio it drops
+    at random, which no compiled inference graph reproduces: refused, by name."""
+    import tvm
+
+    from ..errors import NodeRefusal
+
+    mode = inputs[2] if len(inputs) > 2 else None
+    if not isinstance(mode, tvm.ir.expr.Constant) or not bool(mode.value.numpy().reshape(-1)[0]):
+        return None
+    ratio = inputs[1] if len(inputs) > 1 else None
+    ratio = float(ratio.value.numpy().reshape(-1)[0]) if isinstance(ratio, tvm.ir.expr.Constant) else 0.5
+    if ratio == 0:
+        return None
+    raise NodeRefusal(
+        f"training_mode=1 with ratio {ratio:g} drops elements at random (a training graph)",
+        hint="export the model for inference (model.eval() before torch.onnx.export), or pin training_mode to 0",
+    )
