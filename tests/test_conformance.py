@@ -4,6 +4,7 @@ The full suite (scripts/conformance.py) is recorded in the README; these cases p
 families real models use: conv/pool/norm, matmul/gemm, activations, reductions, shape ops, indexing, logic.
 """
 
+import numpy as np
 import pytest
 
 from devtools.conformance import collect_cases, run_case
@@ -146,6 +147,13 @@ SUBSET = [
     "test_constant_pad_axes",  # the pad value pinned
     "test_nonmaxsuppression_two_batches",  # box count and thresholds pinned (TVM's converter read 0 boxes)
     "test_training_dropout_zero_ratio",  # training mode that drops nothing: the identity
+    # Resize as per-axis matrices from ONNX's reference (tuner/converters/resize.py) where TVM's is wrong
+    "test_resize_downsample_scales_linear",  # 0.6 of 4 is not whole: TVM samples with 2/4
+    "test_resize_downsample_scales_cubic_antialias",
+    "test_resize_upsample_scales_linear_half_pixel_symmetric",
+    "test_resize_downsample_scales_linear_align_corners",  # onto one pixel: TVM divides by zero
+    "test_resize_upsample_sizes_nearest_axes_3_2",
+    "test_resize_upsample_scales_nearest",
 ]
 
 
@@ -187,3 +195,15 @@ def test_what_cannot_be_built_right_is_refused_as_unsupported(name, words):
     (case,) = collect_cases({name})
     r = run_case(case)
     assert r.status == "unsupported" and words in r.detail, r.detail
+
+
+def test_resize_takes_the_matrix_path_only_where_tvm_is_wrong():
+    from tuner.converters.resize import axis_matrix, resize_plan
+
+    shape = [1, 3, 4, 4]
+    assert resize_plan(shape, {}, np.array([1, 1, 2, 2.0]), None) is None  # YOLO's upsampling: TVM's kernel
+    assert resize_plan(shape, {"mode": b"linear"}, None, np.array([1, 3, 8, 8])) is None
+    assert resize_plan(shape, {}, np.array([1, 1, 0.6, 0.6]), None) == [(2, 4, 2, 0.6), (3, 4, 2, 0.6)]
+    assert resize_plan(shape, {"antialias": 1}, np.array([1, 1, 0.5, 0.5]), None) is not None
+    m = axis_matrix(4, 8, 2.0, {"mode": b"linear"})  # rows are interpolation weights: they sum to 1
+    assert m.shape == (8, 4) and np.allclose(m.sum(axis=1), 1)

@@ -5,7 +5,7 @@ CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several output
 
 from __future__ import annotations
 
-from . import attention, elementwise, losses, normalization, quantized, recurrent, windows
+from . import attention, elementwise, losses, normalization, quantized, recurrent, resize, windows
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
@@ -30,6 +30,7 @@ CONVERTERS = {
     "ReduceMin": elementwise.reduce_extreme("min"),
     "NegativeLogLikelihoodLoss": losses.negative_log_likelihood_loss,
     "SoftmaxCrossEntropyLoss": losses.softmax_cross_entropy_loss,
+    "Resize": resize.resize,
     "Celu": elementwise.celu,
     "Elu": elementwise.elu,
     "Dropout": elementwise.dropout,
