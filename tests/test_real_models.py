@@ -58,6 +58,19 @@ def test_real_model_every_strategy_matches_onnxruntime(name, real_models, tmp_pa
     assert kernels["cost"] <= kernels["tvm"], kernels
 
 
+def test_silero_vad_builds_once_its_sample_rate_is_pinned(real_models, tmp_path):
+    """Silero VAD wraps one model per sample rate in `If` (and `If`s on ranks inside): with sr pinned and shapes
+    bound, every condition is a compile-time constant, the taken branches are spliced in, and the LSTM model
+    matches ONNX Runtime."""
+    from tuner.onnx_model import prepare_model
+
+    m = real_models("silero_vad")
+    prepared = prepare_model(m.path, m.shapes, m.consts)
+    assert any("If folded to the branch" in n for n in prepared.notes), prepared.notes
+    assert not any(n.op_type == "If" for n in prepared.model.graph.node)
+    _verify(m.path, tmp_path, "tvm", m.shapes, m.consts)
+
+
 @pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet"])  # the two horizontal regressions
 def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
     kernels = {f: _verify(light(name), tmp_path, f) for f in STRATEGIES}
