@@ -154,6 +154,9 @@ SUBSET = [
     "test_resize_downsample_scales_linear_align_corners",  # onto one pixel: TVM divides by zero
     "test_resize_upsample_sizes_nearest_axes_3_2",
     "test_resize_upsample_scales_nearest",
+    # half precision: matmul/conv accumulate and softmax compute in float32 (tuner/precision.py, normalization.py)
+    "test_attention_4d_fp16_expanded",
+    "test_causal_conv_with_state_silu_fp16_expanded",
 ]
 
 

@@ -58,9 +58,37 @@ def test_mixed_precision_pass_structure():
                 R.output(c32)
             return c32
 
-    assert precision_pass(get_precision("float32")) is None
+    tvm.ir.assert_structural_equal(precision_pass(get_precision("float32"))(Before), Before)  # no half precision
     after = precision_pass(get_precision("float16"))(Before)
     tvm.ir.assert_structural_equal(relax.transform.CanonicalizeBindings()(after), Expected)
+
+
+def test_a_half_precision_model_accumulates_its_matmuls_in_float32():
+    import tvm
+    from tvm.script import relax as R
+
+    from tuner.precision import AccumulateHalfInFloat32
+
+    @tvm.script.ir_module
+    class Before:
+        @R.function
+        def main(x: R.Tensor((4, 8), "float16"), w: R.Tensor((8, 8), "float16")):
+            with R.dataflow():
+                y = R.matmul(x, w)
+                R.output(y)
+            return y
+
+    @tvm.script.ir_module
+    class Expected:
+        @R.function
+        def main(x: R.Tensor((4, 8), "float16"), w: R.Tensor((8, 8), "float16")) -> R.Tensor((4, 8), "float16"):
+            with R.dataflow():
+                wide = R.matmul(x, w, out_dtype="float32")
+                y = R.astype(wide, "float16")
+                R.output(y)
+            return y
+
+    tvm.ir.assert_structural_equal(AccumulateHalfInFloat32()(Before), Expected)
 
 
 def test_float16_cpu_package_verifies_and_plan_keeps_provenance(transformer, tmp_path):

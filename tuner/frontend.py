@@ -147,11 +147,11 @@ def _make_importer_class():
                     ) from err
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            from .converters import CONVERTERS
+            from .converters import CONVERTERS, OPSET
 
             sym = _clip_as_op(inputs, attrs, opset) if op_name == "Clip" else None
             if sym is None and op_name in CONVERTERS:
-                sym = CONVERTERS[op_name](self.bb, inputs, attrs)
+                sym = CONVERTERS[op_name](self.bb, inputs, {**attrs, OPSET: opset})
             if sym is None:
                 sym = super()._convert_operator(op_name, inputs, attrs, opset)
             ref = self.current_node

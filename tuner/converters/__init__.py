@@ -1,11 +1,14 @@
 """Our ONNX converters, tried before TVM's importer: ops TVM 0.27 lacks (one module per family).
 
-CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several outputs)
+CONVERTERS[op_type](bb, inputs, attrs) -> relax.Expr (a Tuple for several outputs), or None to leave the node to
+TVM's converter. attrs[OPSET] is the model's opset (where an op's meaning changed between versions).
 """
 
 from __future__ import annotations
 
 from . import attention, elementwise, losses, normalization, quantized, recurrent, resize, windows
+
+OPSET = "_opset"
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
@@ -31,6 +34,8 @@ CONVERTERS = {
     "NegativeLogLikelihoodLoss": losses.negative_log_likelihood_loss,
     "SoftmaxCrossEntropyLoss": losses.softmax_cross_entropy_loss,
     "Resize": resize.resize,
+    "Softmax": normalization.softmax("softmax"),
+    "LogSoftmax": normalization.softmax("log_softmax"),
     "Celu": elementwise.celu,
     "Elu": elementwise.elu,
     "Dropout": elementwise.dropout,
