@@ -55,3 +55,15 @@ def test_a_condition_on_a_static_rank_is_folded_one_on_values_is_not():
     model = _model(value_nodes, [zero])
     assert fold_constant_ifs(model) == []
     assert any(n.op_type == "If" for n in model.graph.node)
+
+
+def test_check_names_the_input_a_branch_depends_on():
+    from tuner.if_folding import inputs_that_choose_branches
+
+    k = numpy_helper.from_array(np.array(16000, dtype=np.int64), "k")
+    model = _model([helper.make_node("Equal", ["sr", "k"], ["cond"])], [k])
+    model.graph.input.append(helper.make_tensor_value_info("sr", TensorProto.INT64, []))
+    assert inputs_that_choose_branches(model) == {"sr": "y"}
+    rank = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Size", ["s"], ["r"])]
+    rank.append(helper.make_node("Equal", ["r", "k"], ["cond"]))
+    assert inputs_that_choose_branches(_model(rank, [k])) == {}  # reads x's shape only

@@ -130,3 +130,27 @@ def _rename(node, rename: dict) -> None:
         for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
             for inner in g.node:  # outer names read inside nested branches
                 _rename(inner, rename)
+
+
+def inputs_that_choose_branches(model: onnx.ModelProto) -> dict[str, str]:
+    """{graph input: If node} for each top-level If whose condition reads a graph input's value (not only its
+    shape): pinning that input with --const lets the If fold."""
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    inputs = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    found: dict[str, str] = {}
+    for node in graph.node:
+        if node.op_type != "If":
+            continue
+        seen, stack = set(), [node.input[0]]
+        while stack:
+            t = stack.pop()
+            if t in seen or not t:
+                continue
+            seen.add(t)
+            if t in inputs:
+                found.setdefault(t, node.name or node.output[0])
+            source = producer.get(t)
+            if source is not None and source.op_type not in _SHAPE_LEAVES:
+                stack.extend(source.input)
+    return found

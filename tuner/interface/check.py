@@ -71,6 +71,14 @@ def check_model(path: str, shapes: dict | None = None, consts: dict | None = Non
         for i in report.inputs
         if (i.dynamic_dims or i.shape == [None]) and i.name not in shapes and i.name not in consts
     ]
+    from ..if_folding import inputs_that_choose_branches
+
+    for name, node in inputs_that_choose_branches(model).items():
+        if name not in consts:
+            report.problems.append(
+                f"If node {node!r} branches on the value of input {name!r}: TVM imports both branches; pin it with "
+                f"--const {name}=VALUE to build the branch you run"
+            )
     prepared = None
     if not report.dynamic_inputs:
         try:
