@@ -1,8 +1,8 @@
 """Normalizations TVM 0.27 lacks or gets wrong (found by the conformance run):
 
 - `LayerNormalization`'s Mean and InvStdDev outputs are placeholders (a float32 scalar 0) in TVM's converter; Y is
-  right. Ours keeps TVM's fused `layer_norm` for Y and computes the other two (unused ones are dead code, removed
-  before fusion, so a model that reads only Y gets the same kernel as before).
+  right. Ours keeps TVM's fused `layer_norm` for Y and computes the other two; unused ones are dead code, removed
+  with the rest (MiniLM-L3, which reads only Y, lowers to the same 20 kernels as before).
 - `RMSNormalization` (opset 23) over several axes, `LpNormalization`: missing.
 - `Softmax` / `LogSoftmax` of float16 or bfloat16: computed in float32 (exp and the row sum in half precision
   were 1e-3 off on attention probabilities), as ONNX Runtime does.
