@@ -1,5 +1,6 @@
 """Vector length of spatial-only CPU kernels (default_schedule.spatial_vector_extent): structure only."""
 
+import pytest
 import tvm
 from tvm.script import tirx as T
 
@@ -88,3 +89,11 @@ def test_tuning_space_of_a_spatial_kernel_vectorises_one_channel_run():
     )
     spaces = ctx.generate_design_space()
     assert spaces and all('"meta_schedule.vectorize": 24' in s.mod.script() for s in spaces)
+
+
+@pytest.mark.parametrize("mcpu, lanes", [("znver4", 16), ("rocketlake", 16), ("sapphirerapids", 16), ("znver3", 8)])
+def test_vector_width_comes_from_what_llvm_knows_of_the_cpu(mcpu, lanes):
+    """AVX-512 on any CPU LLVM models with it (a name table once missed Intel's rocketlake: 8 lanes there)."""
+    from tuner.tuning.default_schedule import vector_lanes
+
+    assert vector_lanes(resolve_target(f"llvm:{mcpu}")) == lanes

@@ -6,6 +6,7 @@ key (`llvm-znver3-2c`, `cuda-sm_90`) names tuning-database folders and is checke
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -13,22 +14,9 @@ from dataclasses import dataclass
 
 from .errors import TunerError
 
-# ISA features an mcpu's code relies on; checked against the host when a package is loaded.
-_MCPU_FEATURES = {
-    "znver4": ["avx512f", "avx2"],
-    "znver5": ["avx512f", "avx2"],
-    "sapphirerapids": ["avx512f", "avx2"],
-    "icelake-server": ["avx512f", "avx2"],
-    "skylake-avx512": ["avx512f", "avx2"],
-    "cascadelake": ["avx512f", "avx2"],
-    "znver3": ["avx2", "fma"],
-    "znver2": ["avx2", "fma"],
-    "znver1": ["avx2", "fma"],
-    "haswell": ["avx2", "fma"],
-    "skylake": ["avx2", "fma"],
-    "alderlake": ["avx2", "fma"],
-    "x86-64-v3": ["avx2", "fma"],
-}
+# The ISA levels our kernels' vector code is built for; a package records its mcpu, and LLVM says which of these
+# that mcpu implies (checked against the host when a package is loaded; AVX-512 also sets the vector width).
+_CHECKED_FEATURES = ("avx512f", "avx2", "fma")
 
 
 @dataclass(frozen=True)
@@ -115,8 +103,25 @@ def cuda_toolchain_available() -> bool:
         return False
 
 
-def required_cpu_features(mcpu: str) -> list[str]:
-    return _MCPU_FEATURES.get(mcpu, [])
+@functools.cache
+def required_cpu_features(mcpu: str) -> tuple[str, ...]:
+    """The ISA features of _CHECKED_FEATURES that LLVM's model of `mcpu` has (any CPU LLVM knows; a table of
+    names missed Intel's rocketlake, whose AVX-512 then went unused)."""
+    import tvm
+    from tvm.target import codegen
+
+    if mcpu in ("", "generic") or not codegen.llvm_is_valid_cpu(mcpu, "x86_64-unknown-linux-gnu"):
+        return ()  # nothing to rely on, or an mcpu this LLVM does not know (a package from a newer one)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    return tuple(f for f in _CHECKED_FEATURES if codegen.llvm_cpu_has_features([f], target))
+    import tvm
+    from tvm.target import codegen
+
+    try:
+        target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+        return [f for f in _CHECKED_FEATURES if codegen.llvm_cpu_has_features([f], target)]
+    except Exception:  # an mcpu this LLVM does not know (a package from a newer one): nothing to check
+        return []
 
 
 def resolve_target(spec: str) -> TargetSpec:
