@@ -7,8 +7,7 @@ TVM's converter. attrs[OPSET] is the model's opset (where an op's meaning change
 from __future__ import annotations
 
 from . import attention, elementwise, losses, normalization, quantized, recurrent, resize, windows
-
-OPSET = "_opset"
+from .attrs import OPSET  # noqa: F401  (re-exported for the importer)
 
 CONVERTERS = {
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),

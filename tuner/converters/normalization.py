@@ -101,7 +101,7 @@ def softmax(kind: str):
     def convert(bb, inputs, attrs):
         from tvm import relax
 
-        from . import OPSET
+        from .attrs import OPSET
 
         x = inputs[0]
         dtype = str(x.ty.dtype)
