@@ -57,9 +57,9 @@ def test_checker_failure(tmp_path):
 def test_unsupported_ops_compile_lists_nodes(tmp_path):
     from test_check import unsupported_in_if_model
 
-    p = unsupported_in_if_model(tmp_path / "celu.onnx")
+    p = unsupported_in_if_model(tmp_path / "bernoulli.onnx")
     r = run_cli("compile", p, "--target", "llvm", "-o", str(tmp_path / "o.ftpkg"))
-    assert_clean_error(r, "Celu", "branch/else_branch/act/Celu")
+    assert_clean_error(r, "Bernoulli", "branch/else_branch/act/Bernoulli")
 
 
 def test_dynamic_dims_without_input_shape(mlp, tmp_path):

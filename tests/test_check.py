@@ -14,7 +14,7 @@ def _save(model, path):
 
 
 def unsupported_in_if_model(path):
-    """An If whose else-branch holds a Celu (no converter in TVM 0.27), selected by a scalar input."""
+    """An If whose else-branch holds a Bernoulli (no converter in TVM 0.27 or ours), selected by a scalar input."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])
     flag = helper.make_tensor_value_info("flag", TensorProto.BOOL, [])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])
@@ -25,7 +25,7 @@ def unsupported_in_if_model(path):
         [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4, 8])],
     )
     else_g = helper.make_graph(
-        [helper.make_node("Celu", ["x"], ["e"], name="act/Celu", alpha=1.0)],
+        [helper.make_node("Bernoulli", ["x"], ["e"], name="act/Bernoulli")],
         "else",
         [],
         [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4, 8])],
@@ -57,12 +57,12 @@ def test_dynamic_dims_need_input_shape(mlp):
 def test_unsupported_ops_in_subgraphs_are_listed_with_node_names(tmp_path):
     path = unsupported_in_if_model(tmp_path / "lstm_if.onnx")
     rep = check_model(path)
-    assert [u["op"] for u in rep.unsupported] == ["Celu"]
-    assert rep.unsupported[0]["nodes"] == ["branch/else_branch/act/Celu"]
-    assert rep.ops == {"If": 1, "Celu": 1, "Relu": 1}
+    assert [u["op"] for u in rep.unsupported] == ["Bernoulli"]
+    assert rep.unsupported[0]["nodes"] == ["branch/else_branch/act/Bernoulli"]
+    assert rep.ops == {"If": 1, "Bernoulli": 1, "Relu": 1}
     r = run_cli("check", path, "--json")
     assert r.returncode == 1
-    assert json.loads(r.stdout)["unsupported"][0]["nodes"] == ["branch/else_branch/act/Celu"]
+    assert json.loads(r.stdout)["unsupported"][0]["nodes"] == ["branch/else_branch/act/Bernoulli"]
 
 
 def test_every_node_a_converter_rejects_is_listed(tmp_path, monkeypatch):
