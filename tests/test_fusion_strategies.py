@@ -81,7 +81,7 @@ def test_cost_refuses_a_score_matrix_that_does_not_fit(tmp_path, monkeypatch):
     from tuner.fusion import cost
 
     small = _attention(str(tmp_path / "small.onnx"), seq=16)  # 2 KiB of scores per head
-    big = _attention(str(tmp_path / "big.onnx"), seq=512)  # 2 MiB of scores: more than L2 x cores here
+    big = _attention(str(tmp_path / "big.onnx"), seq=2048)  # 32 MiB of scores: more than L2 x cores (≤ 8 MiB met)
     full = {"scores", "scale", "mask", "softmax", "context"}
 
     def fused(path, fusion="cost"):
