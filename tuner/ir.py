@@ -178,3 +178,19 @@ def storage(fused_mod, target) -> tuple[int, int]:
             elif isinstance(v, relax.Call) and v.op == tensor_op:
                 unplanned += nbytes(b.var.ty)
     return planned, unplanned
+
+
+def rewrite_relax_functions(mod, pattern, rewrite):
+    """`relax.dpl.rewrite_call(pattern, rewrite, f)` on every Relax function of `mod`; the same module when nothing
+    matched (a pass that changes nothing stays a no-op)."""
+    from tvm import relax
+    from tvm.relax.dpl import rewrite_call
+
+    out = mod
+    for gv, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            new = rewrite_call(pattern, rewrite, func)
+            if not new.same_as(func):
+                out = out.clone() if out is mod else out
+                out[gv] = new
+    return out

@@ -82,7 +82,7 @@ def clip_to_min_max(mod):
     no layout rule, so ConvertLayout wraps every one in a transpose back to NCHW and out again, which also cuts
     the conv's activation out of its kernel; binary element-wise ops with a scalar follow any layout."""
     from tvm import relax
-    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+    from tvm.relax.dpl import is_op, wildcard
 
     pattern = is_op("relax.clip")(wildcard(), wildcard(), wildcard())
 
@@ -92,14 +92,9 @@ def clip_to_min_max(mod):
         low = relax.op.maximum(x, relax.const(_bound(lo), dtype))
         return relax.op.minimum(low, relax.const(_bound(hi), dtype))
 
-    out = mod
-    for gv, func in mod.functions.items():
-        if isinstance(func, relax.Function):
-            new = rewrite_call(pattern, rewrite, func)
-            if not new.same_as(func):
-                out = out.clone() if out is mod else out
-                out[gv] = new
-    return out
+    from .ir import rewrite_relax_functions
+
+    return rewrite_relax_functions(mod, pattern, rewrite)
 
 
 def _bound(arg) -> float:

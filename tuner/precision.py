@@ -76,7 +76,7 @@ def AccumulateHalfInFloat32():  # noqa: N802  (a pass, named as TVM names its pa
 
 def accumulate_half_in_float32(mod):
     from tvm import relax
-    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+    from tvm.relax.dpl import is_op, wildcard
 
     op = relax.op
     pattern = is_op("relax.matmul")(wildcard(), wildcard()) | is_op("relax.nn.conv2d")(wildcard(), wildcard())
@@ -97,11 +97,6 @@ def accumulate_half_in_float32(mod):
                         str(at.out_layout), "float32")  # fmt: skip
         return op.astype(wide, dtype)
 
-    out = mod
-    for gv, func in mod.functions.items():
-        if isinstance(func, relax.Function):
-            new = rewrite_call(pattern, rewrite, func)
-            if not new.same_as(func):
-                out = out.clone() if out is mod else out
-                out[gv] = new
-    return out
+    from .ir import rewrite_relax_functions
+
+    return rewrite_relax_functions(mod, pattern, rewrite)
