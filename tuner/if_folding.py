@@ -22,6 +22,8 @@ _SHAPE_LEAVES = ("Shape", "Size")
 def fold_constant_ifs(model: onnx.ModelProto) -> list[str]:
     """Fold every top-level If with a compile-time condition (repeatedly); returns 'node -> branch' notes."""
     notes: list[str] = []
+    if not any(n.op_type == "If" for n in model.graph.node):
+        return notes  # no shape inference for graphs without an If
     while True:
         shapes = _static_shapes(model)
         for index, node in enumerate(model.graph.node):

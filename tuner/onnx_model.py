@@ -306,15 +306,14 @@ def prepare_model(
     constants_as_tensors(model)
     notes = _freeze_consts(model, consts or {}, path) if consts else []
     bound = _bind_shapes(model, dict(shapes or {}), path)
-    if any(n.op_type == "If" for n in model.graph.node):
-        from .if_folding import fold_constant_ifs
+    from .if_folding import fold_constant_ifs
 
-        taken = fold_constant_ifs(model)
-        if taken:
-            more = f" (+{len(taken) - 3} more)" if len(taken) > 3 else ""
-            notes.append(
-                f"{len(taken)} If folded to the branch their compile-time condition takes: {', '.join(taken[:3])}{more}"
-            )
+    taken = fold_constant_ifs(model)
+    if taken:
+        more = f" (+{len(taken) - 3} more)" if len(taken) > 3 else ""
+        notes.append(
+            f"{len(taken)} If folded to the branch their compile-time condition takes: {', '.join(taken[:3])}{more}"
+        )
     folded: dict[str, int] = {}
     reasons = needs_shape_folding(model) if simplify == "auto" else []
     if simplify == "always" or reasons or consts:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from .attrs import constant_values
+
 
 def is_inf(bb, inputs, attrs):
     from tvm import relax
@@ -211,14 +213,14 @@ def swiglu(bb, inputs, attrs):
 
 def cumprod(bb, inputs, attrs):
     """CumProd (opset 26) along a constant axis, with `exclusive` and `reverse` (flip, scan, flip back)."""
-    import tvm
     from tvm import relax
 
     op = relax.op
     x, axis = inputs[:2]
-    if not isinstance(axis, tvm.ir.expr.Constant):
+    axis = constant_values(axis)
+    if axis is None:
         return None
-    axis = int(axis.value.numpy().reshape(-1)[0])
+    axis = int(axis[0])
     reverse = int(attrs.get("reverse", 0))
     if reverse:
         x = op.flip(x, axis)
@@ -244,18 +246,18 @@ def one_hot(bb, inputs, attrs):
     position along `axis`, off elsewhere, so an index outside [-depth, depth) gives a row of off values. TVM's
     converter passes a float depth on, which its op refuses."""
     import numpy as np
-    import tvm
     from tvm import relax
 
     op = relax.op
     indices, depth, values = inputs[:3]
-    if not (isinstance(depth, tvm.ir.expr.Constant) and isinstance(values, tvm.ir.expr.Constant)):
+    depth_values, on_off = constant_values(depth), constant_values(values)
+    if depth_values is None or on_off is None:
         return None
     rank = int(indices.ty.ndim)
     if rank < 0:
         return None
-    n = int(depth.value.numpy().reshape(-1)[0])
-    off, on = values.value.numpy().reshape(-1)[:2]
+    n = int(depth_values[0])
+    off, on = on_off[:2]
     vdtype = str(values.ty.dtype)
     axis = int(attrs.get("axis", -1))
     axis = axis + rank + 1 if axis < 0 else axis
@@ -273,15 +275,14 @@ def one_hot(bb, inputs, attrs):
 def dropout(bb, inputs, attrs):
     """Dropout is the identity in inference (TVM's converter); in training mode with a non-zero ratio it drops
     at random, which no compiled inference graph reproduces: refused, by name."""
-    import tvm
 
     from ..errors import NodeRefusal
 
-    mode = inputs[2] if len(inputs) > 2 else None
-    if not isinstance(mode, tvm.ir.expr.Constant) or not bool(mode.value.numpy().reshape(-1)[0]):
+    mode = constant_values(inputs[2] if len(inputs) > 2 else None)
+    if mode is None or not bool(mode[0]):
         return None
-    ratio = inputs[1] if len(inputs) > 1 else None
-    ratio = float(ratio.value.numpy().reshape(-1)[0]) if isinstance(ratio, tvm.ir.expr.Constant) else 0.5
+    ratio = constant_values(inputs[1] if len(inputs) > 1 else None)
+    ratio = float(ratio[0]) if ratio is not None else 0.5
     if ratio == 0:
         return None
     raise NodeRefusal(

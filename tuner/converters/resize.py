@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attrs import constant_values
+
 _PASSED_ATTRS = ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "nearest_mode",
                  "antialias")  # fmt: skip
 
@@ -95,19 +97,11 @@ def resize(bb, inputs, attrs):
     if _text(attrs.get("coordinate_transformation_mode"), "half_pixel") == "tf_crop_and_resize":
         return None  # extrapolation makes it affine, not linear: TVM's converter
 
-    def const_of(i):
-        e = inputs[i] if len(inputs) > i else None
-        if e is None:
-            return None
-        if not isinstance(e, tvm.ir.expr.Constant):
-            raise LookupError
-        v = e.value.numpy().reshape(-1)
-        return v if v.size else None
-
-    try:
-        scales, sizes = const_of(2), const_of(3)
-    except LookupError:
+    given = [inputs[i] if len(inputs) > i else None for i in (2, 3)]
+    values = [constant_values(e) for e in given]
+    if any(e is not None and v is None for e, v in zip(given, values)):
         return None  # run-time scales or sizes: TVM's converter (or its refusal)
+    scales, sizes = (v if v is not None and v.size else None for v in values)
     shape = [int(d) for d in x.ty.shape]
     plan = resize_plan(shape, attrs, scales, sizes)
     if plan is None:

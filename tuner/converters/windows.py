@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attrs import constant_values
+
 # cos-series coefficients a_k of w[n] = sum_k (-1)^k a_k cos(2 pi k n / N), as ONNX's reference defines them
 _COEFFICIENTS = {
     "HannWindow": (0.5, 0.5),
@@ -16,13 +18,13 @@ _COEFFICIENTS = {
 
 def window(kind: str):
     def convert(bb, inputs, attrs):
-        import tvm
         from onnx.helper import tensor_dtype_to_np_dtype
         from tvm import relax
 
-        if not isinstance(inputs[0], tvm.ir.expr.Constant):
+        size = constant_values(inputs[0])
+        if size is None:
             return None
-        size = int(inputs[0].value.numpy().reshape(-1)[0])
+        size = int(size[0])
         periodic = int(attrs.get("periodic", 1))
         dtype = tensor_dtype_to_np_dtype(int(attrs.get("output_datatype", 1)))
         n, period = np.arange(size, dtype=np.float64), size if periodic else size - 1
