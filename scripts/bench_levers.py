@@ -10,6 +10,8 @@
     4-row tiles  +nhwc with the register blocking used before 2026-12 (default_schedule.FOUR_ROW_TILES)
     spatial-64   +nhwc with element-wise/transpose kernels vectorised 64 wide across axis boundaries, as before
                  2026-12-04 (default_schedule.SPATIAL_64)
+    2-vector tiles  +nhwc with at most 2 vectors side by side in a register block, as before 2026-12-05
+                 (default_schedule.TWO_VECTORS)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
                  (tuning/serial_small.py; what a package gets)
 
@@ -58,7 +60,7 @@ def main(argv=None) -> int:
     from tuner.onnx_model import prepare_model
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import FOUR_ROW_TILES, SPATIAL_64, schedule_untuned
+    from tuner.tuning.default_schedule import EARLIER_RECIPES, schedule_untuned
     from tuner.tuning.serial_small import SerialSmallKernels
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,10 +90,10 @@ def main(argv=None) -> int:
         for layout in filter(None, args.layouts.split(",")):
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
-            if layout == "nhwc":
-                four_rows = schedule_untuned(relaid.mod, spec, recipe=FOUR_ROW_TILES)[0]
-                built["4-row tiles"] = pack_weights(four_rows, spec)
-                built["spatial-64"] = pack_weights(schedule_untuned(relaid.mod, spec, recipe=SPATIAL_64)[0], spec)
+            if layout == "nhwc":  # the default schedule's earlier tile recipes, one lever each
+                for label, recipe in EARLIER_RECIPES.items():
+                    if label not in args.skip.split(","):
+                        built[label] = pack_weights(schedule_untuned(relaid.mod, spec, recipe=recipe)[0], spec)
         last = [k for k in built if k.startswith("+")][-1]  # the package's layout
         built["+serial-small"] = SerialSmallKernels()(built[last])
         for label, mod in built.items():

@@ -11,7 +11,7 @@ from tuner.build import build_prepared, lower_prepared
 from tuner.fusion import get_strategy
 from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
-from tuner.tuning.default_schedule import FOUR_ROW_TILES, heuristic_tiles
+from tuner.tuning.default_schedule import FOUR_ROW_TILES, TWO_VECTORS, heuristic_tiles
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +86,13 @@ def test_heuristic_tiles():
     # an extent without a power-of-two divisor near the lanes takes the largest divisor that fits
     assert heuristic_tiles([[7, 1, 1, 1], [1, 1, 1, 15]], lanes=8, registers=16) == [[1, 1, 7, 1], [3, 1, 1, 5]]
     # NCHW conv with a unit width (magika's 5x1 convs, (1, 512, 508, 1)): the vector goes to the 512 channels,
-    # rows to the 508 (its largest divisor up to 8: 4), not 1-lane "vectors" of the unit axis
+    # rows to the 508 (its largest divisor up to 8: 4), not 1-lane "vectors" of the unit axis; with only 4 rows,
+    # 4 vectors side by side (16 accumulators)
     nchw = [[1, 1, 1, 1], [512, 1, 1, 1], [508, 1, 1, 1], [1, 1, 1, 1], [256, 1], [5, 1], [1, 1]]
-    assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [16, 1, 2, 16], [127, 1, 4, 1], [1, 1, 1, 1]]
+    assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [8, 1, 4, 16], [127, 1, 4, 1], [1, 1, 1, 1]]
+    assert heuristic_tiles(nchw, lanes=16, recipe=TWO_VECTORS)[1] == [16, 1, 2, 16]
+    # one row (a batch-1 dense layer): 4 vectors of AVX2's 16 registers; AVX2 with 4 rows keeps 2 (4 x 3 + 3 > 12)
+    assert heuristic_tiles([[1, 1, 1, 1], [64, 1, 1, 1], [512, 1]], lanes=8, registers=16)[1] == [2, 1, 4, 8]
     # the recipe used before: 4 rows of one vector
     four = heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, recipe=FOUR_ROW_TILES)
     assert four[:2] == [[32, 1, 4, 1], [24, 1, 1, 16]]

@@ -11,7 +11,7 @@ from tvm import relax
 from tuner.build import build_prepared
 from tuner.errors import TunerError
 from tuner.fusion import get_strategy
-from tuner.layout import ConvertConvLayout, clip_to_min_max, resolve_layout
+from tuner.layout import ConvertConvLayout, clip_to_min_max, convs_to_nhwc_one_by_one, resolve_layout
 from tuner.onnx_model import prepare_model
 from tuner.plan import build_plan
 from tuner.target import resolve_target
@@ -90,6 +90,30 @@ def test_nchwc_blocks_channels_and_leaves_unblockable_convs():
     assert layouts == ["NCHW8c", "NCHW8c"]
     odd = ConvertConvLayout("nchwc", 8)(_conv_hswish(channels=6))  # 6 channels: no 8-wide blocks
     assert "relax.layout_transform" not in _ops(odd)
+
+
+def test_convs_one_by_one_sit_between_two_transposes():
+    """Where ConvertLayout fails, each plain conv becomes NHWC/OHWI between transposes; a grouped conv is left."""
+    x = relax.Var("x", relax.TensorType((1, 8, 6, 1), "float32"))
+    w = relax.const(np.ones((16, 8, 3, 1), "float32"))
+    dw = relax.const(np.ones((16, 1, 3, 3), "float32"))
+
+    def module(one_by_one: bool):
+        bb = relax.BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                if one_by_one:
+                    xt = relax.op.permute_dims(x, [0, 2, 3, 1])
+                    wt = relax.op.permute_dims(w, [0, 2, 3, 1])
+                    conv = relax.op.nn.conv2d(xt, wt, data_layout="NHWC", kernel_layout="OHWI", out_dtype="float32")
+                    y = bb.emit(relax.op.permute_dims(conv, [0, 3, 1, 2]))
+                else:
+                    y = bb.emit(relax.op.nn.conv2d(x, w, out_dtype="float32"))
+                out = bb.emit_output(relax.op.nn.conv2d(y, dw, padding=1, groups=16))
+            bb.emit_func_output(out)
+        return bb.get()
+
+    tvm.ir.assert_structural_equal(convs_to_nhwc_one_by_one(module(False)), module(True))
 
 
 def test_auto_is_nhwc_on_cpu_and_nchw_on_cuda():

@@ -77,9 +77,10 @@ def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
     assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels
 
 
-def test_a_graph_convertlayout_cannot_convert_stays_nchw_and_says_so(real_models, capfd):
-    """magika's conv output is sliced and squeezed to 3-D, and TVM 0.27's ConvertLayout fails on it: the package
-    is NCHW and says why, and the unwound pass's "BlockBuilder destroyed" warning stays off the terminal."""
+def test_a_graph_convertlayout_cannot_convert_gets_its_convs_one_by_one(real_models, capfd):
+    """magika's conv output is sliced and squeezed to 3-D, and TVM 0.27's ConvertLayout fails on it: its conv is
+    converted on its own (NHWC between two transposes), the package says why, and the unwound pass's
+    "BlockBuilder destroyed" warning stays off the terminal."""
     from tuner.build import build_prepared
     from tuner.fusion import get_strategy
     from tuner.onnx_model import prepare_model
@@ -88,6 +89,21 @@ def test_a_graph_convertlayout_cannot_convert_stays_nchw_and_says_so(real_models
     m = real_models("magika")
     prepared = prepare_model(m.path, m.shapes or None, m.consts or None)
     built = build_prepared(prepared, resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
-    assert built.layout == "nchw"  # what the package really is, not what was asked
-    assert any("ConvertLayout" in n and "stay NCHW" in n for n in prepared.notes)
+    assert built.layout == "nhwc"
+    assert any("ConvertLayout" in n and "converted on its own" in n for n in prepared.notes)
+    kernels = [k.kernel for k in built.kernels]
+    assert any("conv2d" in k for k in kernels) and any("transpose" in k for k in kernels), kernels
     assert "BlockBuilder destroyed" not in capfd.readouterr().err
+
+
+def test_profile_gives_a_conv_between_transposes_its_onnxruntime_time(real_models, tmp_path):
+    """The transposes around magika's one-by-one conv carry the conv's ONNX node too; ONNX Runtime's time for the
+    conv sits beside the conv kernel, not beside a transpose."""
+    m = real_models("magika")
+    out = str(tmp_path / "magika.ftpkg")
+    compile_model(m.path, out, target="llvm", fusion="tvm", shapes=m.shapes, consts=m.consts)
+    kernels = run_package(out, verify=m.path, repeat=1, warmup=0, profile=True)["profile"]["kernels"]
+    (conv,) = [k for k in kernels if k.get("onnx_ops", "").startswith("Conv")]
+    assert conv["onnxruntime_ms"] and conv["onnxruntime_ms"] > 0, kernels
+    transposes = [k for k in kernels if k.get("onnx_ops", "").startswith("layout Transpose")]
+    assert transposes and not any(k["onnxruntime_ms"] for k in transposes), kernels

@@ -88,7 +88,7 @@ def lower_prepared(
     fast_math: bool = True,
     layout: str = "auto",
 ) -> Lowered:
-    from .layout import layout_fallback, resolve_layout
+    from .layout import STAY_NCHW, layout_fallback, resolve_layout
     from .lowering import import_for
 
     layout = resolve_layout(layout, target_spec)
@@ -98,9 +98,9 @@ def lower_prepared(
     fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math, layout=layout)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
     fallback = layout_fallback(fused)
-    if fallback:  # TVM could not convert this graph: the package is NCHW, and says why
-        prepared.notes.append(f"layout: {fallback}; convolutions stay NCHW")
-        layout = "nchw"
+    if fallback:  # TVM could not convert this graph: the package says why, and what its convs are
+        prepared.notes.append(f"layout: {fallback}")
+        layout = "nchw" if fallback.endswith(STAY_NCHW) else layout
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings, layout)
 
 

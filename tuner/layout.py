@@ -43,7 +43,9 @@ def conv_layouts(layout: str, lanes: int) -> dict | None:
     raise ValueError(f"unknown layout {layout!r}: choose one of {', '.join(LAYOUTS)}")
 
 
-LAYOUT_FALLBACK = "fusion_tuner.layout_fallback"  # module attribute: why the convs stayed NCHW
+LAYOUT_FALLBACK = "fusion_tuner.layout_fallback"  # module attribute: why ConvertLayout's result was not used
+ONE_BY_ONE = "each convolution converted on its own, between two transposes"
+STAY_NCHW = "convolutions stay NCHW"
 
 
 def layout_fallback(mod) -> str | None:
@@ -68,13 +70,47 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
         with quiet_native_stderr():
             try:
                 return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
-            except Exception as err:  # said in the manifest: the package's layout is then NCHW
+            except Exception as err:  # said in the manifest and the plan
                 from .errors import summarize_native_error
 
-                reason = summarize_native_error(err)
-                return mod.with_attr(LAYOUT_FALLBACK, f"{layout} conversion failed in TVM's ConvertLayout: {reason}")
+                reason = f"{layout} conversion failed in TVM's ConvertLayout: {summarize_native_error(err)}"
+        if layout == "nhwc":  # each conv on its own, between two transposes
+            converted = convs_to_nhwc_one_by_one(mod)
+            if not converted.same_as(mod):
+                return converted.with_attr(LAYOUT_FALLBACK, f"{reason}; {ONE_BY_ONE}")
+        return mod.with_attr(LAYOUT_FALLBACK, f"{reason}; {STAY_NCHW}")
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")
+
+
+def convs_to_nhwc_one_by_one(mod):
+    """Each plain NCHW conv2d -> transpose to NHWC, conv2d in NHWC/OHWI, transpose back: the conv itself becomes a
+    matmul over channels, vectorised along output channels, where ConvertLayout cannot carry a layout through
+    the graph. The transposes are kernels of their own (one pass over the conv's input and output each); the
+    weight's transpose is a constant, folded at build time. Grouped convs keep NCHW."""
+    from tvm import relax
+    from tvm.relax.dpl import is_op, wildcard
+
+    from .ir import rewrite_relax_functions
+
+    def rewrite(expr, _matches):
+        a = expr.attrs
+        if int(a.groups) != 1 or (a.data_layout, a.kernel_layout, a.out_layout) != ("NCHW", "OIHW", "NCHW"):
+            return expr
+        x, w = expr.args
+        y = relax.op.nn.conv2d(
+            relax.op.permute_dims(x, [0, 2, 3, 1]),
+            relax.op.permute_dims(w, [0, 2, 3, 1]),
+            strides=a.strides,
+            padding=a.padding,
+            dilation=a.dilation,
+            data_layout="NHWC",
+            kernel_layout="OHWI",
+            out_dtype=_out_dtype(expr),
+        )
+        return relax.op.permute_dims(y, [0, 3, 1, 2])
+
+    return rewrite_relax_functions(mod, is_op("relax.nn.conv2d")(wildcard(), wildcard()), rewrite)
 
 
 def clip_to_min_max(mod):

@@ -77,7 +77,7 @@ def onnxruntime_by_kernel(
     nodes_by_kernel: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, str] | None = None
 ) -> tuple[dict[str, float], list]:
     """({kernel: ONNX Runtime ms of the same ONNX nodes}, ONNX Runtime rows that match no kernel). `producer` maps
-    tensor names to the ONNX node that outputs them."""
+    tensor names to the ONNX node that outputs them. A node in several kernels goes to the last one given."""
     owner = {node: kernel for kernel, nodes in nodes_by_kernel.items() for node in nodes}
     producer = producer or {}
     per_kernel: dict[str, float] = {}

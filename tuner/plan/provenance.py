@@ -51,7 +51,7 @@ def build_plan(
 
     notes = list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
     if layout_fallback(grouped):
-        notes.append(f"layout: {layout_fallback(grouped)}; convolutions stay NCHW")
+        notes.append(f"layout: {layout_fallback(grouped)}")
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
     return FusionPlan(
         prepared.path,

@@ -128,6 +128,7 @@ class TileRecipe:
     fill_outer_axes: bool = True  # a 7-wide axis leaves rows to the axis before it
     fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis
     vector_axis_divisible: bool = True  # the vector on the last axis a vector divides (an NCHW conv whose W is 1)
+    grow_vectors: bool = True  # up to 4 vectors side by side when the rows are 4 or fewer
 
 
 RECIPE = TileRecipe()
@@ -135,6 +136,8 @@ FOUR_ROW_TILES = TileRecipe(  # before 2026-12
     max_rows=4, max_vectors=1, pow2_width=False, fill_outer_axes=False, vector_axis_divisible=False
 )
 SPATIAL_64 = TileRecipe(fit_spatial_vectors=False)  # spatial kernels vectorised 64 wide, as before 2026-12-04
+TWO_VECTORS = TileRecipe(grow_vectors=False)  # at most 2 vectors side by side, as before 2026-12-05
+EARLIER_RECIPES = {"4-row tiles": FOUR_ROW_TILES, "spatial-64": SPATIAL_64, "2-vector tiles": TWO_VECTORS}
 
 
 def _divisor_at_most(n: int, cap: int) -> int:
@@ -166,6 +169,12 @@ def heuristic_tiles(
             rows_cap //= block[k]
             if rows_cap < 2 or not recipe.fill_outer_axes:
                 break
+        rows = _product(block.get(k, 1) for k in spatial if k != last)
+        if recipe.grow_vectors and rows <= recipe.max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
+            # few rows (508 = 4 x 127): more vectors side by side keep more accumulators in flight; each vector
+            # column needs rows accumulators and one weight register
+            cap = min(recipe.max_rows // 2, (registers - recipe.free_registers) // (rows + 1))
+            block[last] = _divisor_at_most(extents[last] // inner[last], cap)
     out = []
     for k, d in enumerate(decisions):
         if len(d) != 4:
