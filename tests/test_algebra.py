@@ -148,3 +148,38 @@ def test_overlapping_or_padded_conv_transpose_is_kept(tmp_path):
     for i, kwargs in enumerate([{"k": 3, "stride": 2}, {"pads": (1, 1, 1, 1)}, {"k": 2, "stride": 1}]):
         prepared = prepare_model(_upsampling_model(str(tmp_path / f"m{i}.onnx"), with_bn=False, **kwargs))
         assert [n.op_type for n in prepared.model.graph.node] == ["ConvTranspose", "Relu"], kwargs
+
+
+def test_batch_norm_with_constant_of_shape_statistics_folds_into_the_conv(tmp_path):
+    """Exporters (and the ONNX zoo's light models, for every weight) build tensors with ConstantOfShape: they are
+    constants too, so the batch-norm folds in ONNX and the conv keeps its name, and its output."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from tuner.interface.compile import compile_model
+    from tuner.onnx_model import prepare_model
+    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.runtime import load
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([4], "int64"), "four")]
+    for name, value in (("scale", 1.5), ("shift", 0.25), ("mean", 0.5), ("var", 2.0)):
+        fill = helper.make_tensor("value", onnx.TensorProto.FLOAT, [1], [value])
+        nodes.append(helper.make_node("ConstantOfShape", ["four"], [name], value=fill))
+    nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], name="bn"))
+    graph = helper.make_graph(
+        nodes,
+        "conv_bn",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 6, 6])],
+        inits,
+    )
+    path = str(tmp_path / "conv_bn.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    prepared = prepare_model(path)
+    assert [(n.op_type, n.name) for n in prepared.model.graph.node] == [("Conv", "conv")]
+    compile_model(path, str(tmp_path / "conv_bn.ftpkg"), target="llvm")
+    x = rng.standard_normal((1, 3, 6, 6)).astype("float32")
+    assert compare_outputs(load(str(tmp_path / "conv_bn.ftpkg"))(x), run_onnxruntime(path, {"x": x}))["ok"]

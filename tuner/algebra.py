@@ -189,7 +189,7 @@ def _drop_unused_constants(graph) -> None:
         graph.initializer.remove(t)
     for vi in [vi for vi in graph.input if vi.name in {t.name for t in unused}]:
         graph.input.remove(vi)  # old exporters list initializers as inputs too
-    for node in [n for n in graph.node if n.op_type == "Constant" and n.output[0] not in used]:
+    for node in [n for n in graph.node if n.op_type in ("Constant", "ConstantOfShape") and n.output[0] not in used]:
         graph.node.remove(node)
 
 
@@ -262,14 +262,25 @@ def conv_transposes_as_convs(model) -> list[str]:
 
 
 def _constant_nodes(graph) -> dict:
-    """{output: TensorProto} of the graph's Constant nodes that carry a tensor `value`."""
-    from onnx import helper
+    """{output: TensorProto} of the graph's Constant nodes that carry a tensor `value`, and of its ConstantOfShape
+    nodes with a constant shape (exporters build batch-norm statistics that way; the ONNX test zoo's light models
+    every weight)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
 
-    return {
+    found = {
         n.output[0]: helper.get_attribute_value(n.attribute[0])
         for n in graph.node
         if n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value"
     }
+    shapes = {**{t.name: t for t in graph.initializer}, **found}
+    for n in graph.node:
+        if n.op_type == "ConstantOfShape" and len(n.input) == 1 and n.input[0] in shapes:
+            fill = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "value"), None)
+            value = numpy_helper.to_array(fill).reshape(-1) if fill is not None else np.zeros(1, "float32")
+            shape = numpy_helper.to_array(shapes[n.input[0]]).astype("int64").reshape(-1)
+            found[n.output[0]] = numpy_helper.from_array(np.full(shape, value[0], value.dtype), n.output[0])
+    return found
 
 
 def _block_size(node, weight) -> int | None:

@@ -171,12 +171,18 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
     return out
 
 
-def _producers(onnx_path: str) -> dict[str, str]:
-    """{tensor name: the ONNX node that outputs it} (ONNX Runtime names rewritten nodes after their output)."""
+def _producers(onnx_path: str) -> dict[str, list[str]]:
+    """{tensor name: [the ONNX node that outputs it, the node before]} (ONNX Runtime names rewritten nodes after
+    their output)."""
     import onnx
 
     graph = onnx.load(onnx_path, load_external_data=False).graph
-    return {out: node.name for node in graph.node if node.name for out in node.output}
+    direct = {out: node for node in graph.node if node.name for out in node.output}
+    # then the node that fed it: a batch-norm folded into its conv leaves the conv with the batch-norm's output
+    return {
+        out: [node.name] + ([direct[node.input[0]].name] if node.input and node.input[0] in direct else [])
+        for out, node in direct.items()
+    }
 
 
 def plan_of_package(manifest: dict, onnx_path: str):

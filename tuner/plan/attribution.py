@@ -74,17 +74,19 @@ def nodes_of(groups: list) -> list[str]:
 
 
 def onnxruntime_by_kernel(
-    nodes_by_kernel: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, str] | None = None
+    nodes_by_kernel: dict[str, list[str]], ort_rows: list[dict], producer: dict[str, list[str]] | None = None
 ) -> tuple[dict[str, float], list]:
     """({kernel: ONNX Runtime ms of the same ONNX nodes}, ONNX Runtime rows that match no kernel). `producer` maps
-    tensor names to the ONNX node that outputs them. A node in several kernels goes to the last one given."""
+    tensor names to the ONNX node that outputs them, then the node before it (tried in order). A node in several
+    kernels goes to the last one given."""
     owner = {node: kernel for kernel, nodes in nodes_by_kernel.items() for node in nodes}
     producer = producer or {}
     per_kernel: dict[str, float] = {}
     unmatched = []
     for row in ort_rows:
         name = _ORT_SUFFIX.sub("", row["name"])
-        kernel = owner.get(row["name"]) or owner.get(name) or owner.get(producer.get(name, ""))
+        kernel = owner.get(row["name"]) or owner.get(name)
+        kernel = kernel or next((owner[n] for n in producer.get(name, []) if n in owner), None)
         if kernel is None:
             unmatched.append(row)
         else:
