@@ -3,7 +3,7 @@
     ONNX, at preparation:  fold_batch_norms  (Conv[+bias] -> BatchNormalization with constant parameters)
                            conv_transposes_as_convs  (k x k ConvTranspose, stride k -> 1x1 Conv + DepthToSpace)
     Relax, before fusion:  [FoldConstant -> FoldBatchnormToConv2D -> FoldConstant, where a batch_norm is left]
-                           -> SumToAdd -> OneHotMatmulAsTake (tuner/one_hot.py)
+                           -> SumToAdd -> one_hot_matmul_as_take (tuner/one_hot.py)
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is

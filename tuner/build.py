@@ -88,7 +88,7 @@ def lower_prepared(
     fast_math: bool = True,
     layout: str = "auto",
 ) -> Lowered:
-    from .layout import STAY_NCHW, layout_fallback, resolve_layout
+    from .layout import layout_after_fallback, layout_fallback, resolve_layout
     from .lowering import import_for
 
     layout = resolve_layout(layout, target_spec)
@@ -100,7 +100,7 @@ def lower_prepared(
     fallback = layout_fallback(fused)
     if fallback:  # TVM could not convert this graph: the package says why, and what its convs are
         prepared.notes.append(f"layout: {fallback}")
-        layout = "nchw" if fallback.endswith(STAY_NCHW) else layout
+        layout = layout_after_fallback(fused, layout)
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings, layout)
 
 

@@ -48,6 +48,12 @@ ONE_BY_ONE = "each convolution converted on its own, between two transposes"
 STAY_NCHW = "convolutions stay NCHW"
 
 
+def layout_after_fallback(mod, layout: str) -> str:
+    """The convs' layout once ConvertConvLayout ran: `layout`, or NCHW where it fell back to leaving them."""
+    reason = layout_fallback(mod)
+    return "nchw" if reason is not None and reason.endswith(STAY_NCHW) else layout
+
+
 def layout_fallback(mod) -> str | None:
     """Why ConvertConvLayout left the module's convs in NCHW, or None."""
     return str(mod.attrs[LAYOUT_FALLBACK]) if mod.attrs is not None and LAYOUT_FALLBACK in mod.attrs else None

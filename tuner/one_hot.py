@@ -10,12 +10,6 @@ lookup clips the index and multiplies by an in-range mask, both fused into the l
 from __future__ import annotations
 
 
-def OneHotMatmulAsTake():  # noqa: N802  (a pass, named as TVM names its passes)
-    import tvm
-
-    return tvm.transform.module_pass(lambda mod, ctx: one_hot_matmul_as_take(mod), opt_level=0, name="OneHotAsTake")
-
-
 def one_hot_matmul_as_take(mod):
     from tvm.relax.dpl import is_const, is_op, wildcard
 

@@ -146,7 +146,7 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
     out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
     if not onnx_path:
         return out
-    from ..plan.attribution import kernel_groups, nodes_of, onnxruntime_by_kernel, ops_label
+    from ..plan.attribution import is_layout_transpose, kernel_groups, nodes_of, onnxruntime_by_kernel, ops_label
 
     groups = kernel_groups(order, plan_of_package(model.manifest, onnx_path))
     for r in out["kernels"]:
@@ -161,7 +161,7 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         whole = sum(n["ms"] for n in nodes) or 1.0
         out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
         # a conv's node is also in the layout transposes around it: its time goes to the conv (given last)
-        ordered = sorted(groups.items(), key=lambda kv: not ops_label(kv[1]).startswith("layout Transpose"))
+        ordered = sorted(groups.items(), key=lambda kv: not is_layout_transpose(kv[1]))
         per_kernel, unmatched = onnxruntime_by_kernel(
             {k: nodes_of(g) for k, g in ordered}, nodes, _producers(onnx_path)
         )

@@ -45,9 +45,8 @@ def kernel_groups(calls: list[str], plan: FusionPlan) -> dict[str, list]:
 def ops_label(groups: list, width: int = 36) -> str:
     """A kernel as its ONNX ops in order ("Conv+Add+Relu"), cut to `width`. A transpose our layout pass put in
     front of a conv reads "layout Transpose (Conv)"."""
-    members = [m for g in groups for m in g.members]
-    if members and all(m.primfunc.startswith("transpose") and m.onnx_op != "Transpose" for m in members):
-        return f"layout Transpose ({members[0].onnx_op or '?'})"
+    if is_layout_transpose(groups):
+        return f"layout Transpose ({groups[0].members[0].onnx_op or '?'})"
     ops = []
     for g in groups:
         for m in g.members:
@@ -56,6 +55,12 @@ def ops_label(groups: list, width: int = 36) -> str:
                     ops.append(op)
     text = "+".join(ops) or (groups[0].name if groups else "?")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def is_layout_transpose(groups: list) -> bool:
+    """A kernel that only transposes for our layout pass (it carries the ONNX node of the conv it serves)."""
+    members = [m for g in groups for m in g.members]
+    return bool(members) and all(m.primfunc.startswith("transpose") and m.onnx_op != "Transpose" for m in members)
 
 
 def node_label(names: list[str], width: int = 40) -> str:
