@@ -187,7 +187,7 @@ def plot(rows, path):
     ax.set_yscale("log")
     ax.set_xticks([j + width * (len(keys) - 1) / 2 for j in range(len(rows))], [r["model"] for r in rows])
     ax.set_ylabel("latency / ONNX Runtime (lower is better)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: never over a bar
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -332,3 +332,28 @@ def test_tune_model_times_onnxruntime_beside_the_package(tuned_mlp):
     # worded the one way every command words a comparison: a ratio, or "within noise" when ranges overlap
     for key in ("vs_onnxruntime_verdict", "vs_untuned"):
         assert summary[key]["words"].startswith("within noise") or summary[key]["words"].endswith(("faster", "slower"))
+
+
+def test_rounds_move_on_from_stalled_tasks():
+    from tuner.tuning.knobs import Knobs
+    from tuner.tuning.priority import count_stalls, where_time_goes
+    from tuner.tuning.state import TaskState
+
+    heavy = TaskState("conv_a", 1e9, 5, "a", trials=64, best_ms=0.7)  # 3.5 ms of the model
+    second = TaskState("conv_b", 1e9, 1, "b", trials=1, best_ms=2.0)
+    third = TaskState("conv_c", 1e9, 1, "c", trials=1, best_ms=1.0)
+    fresh = TaskState("conv_d", 1e9, 1, "d")  # not measured yet: first
+    tasks = [(None, st) for st in (third, second, heavy, fresh)]
+    knobs = Knobs(tasks_per_round=2)
+    assert [st.name for _, st in where_time_goes(tasks, knobs)] == ["conv_d", "conv_a"]
+    before = {id(st): (st.trials, st.best_ms) for _, st in tasks}
+    heavy.trials, heavy.best_ms = 128, 0.699  # a round that gained 0.1%: stalled
+    third.best_ms = 0.5  # not tuned this round (its trials did not grow): unchanged
+    count_stalls([st for _, st in tasks], before, 0.01)
+    assert (heavy.stalled_rounds, third.stalled_rounds) == (1, 0)
+    fresh.best_ms = 0.1
+    assert [st.name for _, st in where_time_goes(tasks, knobs)] == ["conv_b", "conv_a"]  # 3.5 / 2 < 2.0
+    before = {id(st): (st.trials, st.best_ms) for _, st in tasks}
+    heavy.trials, heavy.best_ms = 192, 0.6  # a real gain: its count starts again
+    count_stalls([st for _, st in tasks], before, 0.01)
+    assert heavy.stalled_rounds == 0

@@ -18,8 +18,10 @@ class Knobs:
     # 4 minutes measured 162 candidates in batches of 8 and 392 in batches of 32 (kernel-time estimate 4.74 vs 4.28 ms)
     num_trials_per_iter: int | None = None
     round_trials: int | None = None  # default: iters_per_round iterations of each task in the round
-    tasks_per_round: int = 4  # the tasks where the time goes now (see loop.where_time_goes)
+    tasks_per_round: int = 4  # the tasks where the time goes now (see priority.where_time_goes)
     iters_per_round: int = 2
+    # a task whose round improved it by less than this counts as stalled; each stalled round halves its rank
+    stalled_gain: float = 0.01
     time_budget_s: float | None = None
     early_stopping: int | None = None  # stop after this many rounds without improvement
     trivial_flops: float = 4e3  # below this a kernel keeps its default schedule

@@ -9,7 +9,7 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
     done    = trials already recorded per task        # from the database files, not a counter we keep
     seed each untried task with its measured default schedule   (CPU; seconds, records at once)
     while budget left and time left:
-        chosen = where_time_goes(tasks)               # 4 tasks with the largest best ms x calls
+        chosen = where_time_goes(tasks)               # 4 largest best ms x calls, halved per stalled round
         tune_tasks(chosen, 2 iterations each, gradient task scheduler, XGB cost model shared across rounds)
         save cost model + manifest                    # the deadline ends a round when the next batch would overrun
 """
@@ -29,6 +29,7 @@ from . import database as D
 from .builder import fast_build
 from .deadline import Deadline
 from .knobs import UNLIMITED, Knobs, per_iteration
+from .priority import count_stalls, where_time_goes
 from .progress import Progress, RoundStatus, measure_callback
 from .rpc import runner as make_runner
 from .seed import seed_records
@@ -218,9 +219,11 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
         while spent < budget:
             if run.deadline and run.deadline.expired():  # the next batch would end past the budget
                 return spent, "time"
+            before = {id(st): (st.trials, st.best_ms) for st in run.states}
             ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
             spent += ran
             _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+            count_stalls(run.states, before, knobs.stalled_gain)
             run.save()
             progress.round(_status(run, spent, budget))
             if timed_out:
@@ -241,14 +244,6 @@ def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
     tasks = [st.name for _, st in where_time_goes(run.tunable, run.knobs)]
     elapsed = time.time() - run.start
     return RoundStatus(spent, budget, elapsed, run.knobs.time_budget_s, _weighted_latency(run.states), tasks)
-
-
-def where_time_goes(tunable, knobs: Knobs) -> list:
-    """The (task, state) pairs for the next round: not yet measured first (heaviest first), then the largest
-    share of the model's time (best ms x calls); tasks at --max-trials-per-task are done."""
-    open_ = [ts for ts in tunable if not knobs.max_trials_per_task or ts[1].trials < knobs.max_trials_per_task]
-    ranked = sorted(open_, key=lambda ts: (ts[1].best_ms is not None, -(ts[1].best_ms or 0) * ts[1].weight))
-    return ranked[: max(1, knobs.tasks_per_round)]
 
 
 def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool]:

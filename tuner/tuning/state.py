@@ -18,6 +18,7 @@ class TaskState:
     skipped: str | None = None  # why it is not tuned
     space: object = None  # the design space it is tuned in (set by with_design_space)
     note: str | None = None  # e.g. tuned in a reduced design space
+    stalled_rounds: int = 0  # rounds in a row that tuned it without a gain (see priority.where_time_goes)
 
     @property
     def gflops(self) -> float | None:
