@@ -188,7 +188,7 @@ def heuristic_tiles(
     second = {}
     reduction = _product(extents[k] for k in range(len(decisions)) if k not in spatial)
     weight_bytes = 4 * reduction * extents[last] if spatial and reduction > 1 else 0  # fp32 assumed
-    if recipe.weights_outer and weight_bytes >= max(recipe.weights_outer_bytes, 1):
+    if recipe.weights_outer and weight_bytes and weight_bytes >= recipe.weights_outer_bytes:
         second = _weights_outer(outer, [k for k in spatial if k != last], recipe.jobs_per_core * cores)
     out = []
     for k, d in enumerate(decisions):
@@ -302,7 +302,7 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
         schedules = ctx.generate_design_space()
     except Exception:
         return None
-    cores = int(target.attrs.get("num-cores", 1)) if "num-cores" in target.attrs else 1
+    cores = int(target.attrs.get("num-cores", 1))
     for sketch in schedules:
         try:
             sch = _retile(sketch, tvm.IRModule({"main": func}), lanes, recipe, cores)
