@@ -8,10 +8,13 @@ import pytest
 from conftest import run_cli
 
 from tuner.build import build_prepared, lower_prepared
+from tuner.errors import TunerError
 from tuner.fusion import get_strategy
 from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
-from tuner.tuning.default_schedule import FOUR_ROW_TILES, ROWS_OUTER, TWO_VECTORS, heuristic_tiles
+from tuner.tuning.default_schedule import FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS, heuristic_tiles
+from tuner.tuning.knobs import Knobs
+from tuner.tuning.rpc import evaluator_config, runner
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +177,7 @@ def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
 
 def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):
     """A 1-second budget: the run stops after its first measured batch, long before the round's trial count, and the
-    database records the thread count the candidates were measured with."""
+    database records the thread count the candidates were measured with, and the cache mode asked for."""
     db = str(tmp_path / "db")
     r = run_cli(
         "tune-model",
@@ -185,6 +188,8 @@ def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_p
         "llvm",
         "--time-budget",
         "1s",
+        "--measure-cache",
+        "flush",
         "--db",
         db,
         "-o",
@@ -201,6 +206,25 @@ def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_p
     assert manifest["num_threads"] == resolve_target("llvm").config["num-cores"]
     # every tunable task got its default schedule measured first: a record each
     assert all(t["trials"] >= 1 and t["best_ms"] for t in tunable)
+    # timed as a model runs them: one call per cache flush, `measure_repeats` of them per candidate
+    assert manifest["measure_cache"] == "flush"
+    with open(os.path.join(db, "database_tuning_record.json")) as f:
+        timings = [json.loads(line)[1][1] for line in f if line.strip()]
+    assert timings and all(len(t) == Knobs().measure_repeats for t in timings)
+
+
+def test_candidates_can_be_timed_with_cold_caches_on_cpu():
+    """With `flush`, CPU candidates are timed one call after each flush of their weights and output (the input stays
+    warm, as the kernel before it in the model just wrote it); GPUs and `warm` (the default) keep MetaSchedule's
+    back-to-back timing."""
+    flushed = evaluator_config(Knobs(measure_cache="flush"), gpu=False)
+    assert flushed.enable_cpu_cache_flush and flushed.number == 1 and flushed.min_repeat_ms == 0
+    assert flushed.repeat == Knobs().measure_repeats
+    assert evaluator_config(Knobs(measure_cache="flush"), gpu=True) is None
+    assert evaluator_config(Knobs(), gpu=False) is None
+    assert runner(Knobs(measure_cache="flush")).evaluator_config.enable_cpu_cache_flush
+    with pytest.raises(TunerError, match="measure cache 'cold'"):
+        evaluator_config(Knobs(measure_cache="cold"), gpu=False)
 
 
 def test_untuned_default_schedule_is_deterministic(cnn):
@@ -210,3 +234,52 @@ def test_untuned_default_schedule_is_deterministic(cnn):
 
     tvm.ir.assert_structural_equal(a.fused_mod, b.fused_mod)
     assert np.array_equal(a.prepared.shapes.get("x", ()), b.prepared.shapes.get("x", ()))
+
+
+def _conv_relu_task():
+    """An NHWC 3x3 conv with a bias + ReLU epilogue, as one fused kernel."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+
+    @I.ir_module
+    class Conv:
+        @R.function
+        def main(
+            x: R.Tensor((1, 14, 14, 128), "float32"),
+            w: R.Tensor((256, 3, 3, 128), "float32"),
+            b: R.Tensor((1, 1, 1, 256), "float32"),
+        ):
+            with R.dataflow():
+                y = R.nn.conv2d(x, w, padding=[1, 1], data_layout="NHWC", kernel_layout="OHWI")
+                z = R.nn.relu(R.add(y, b))
+                R.output(z)
+            return z
+
+    seq = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps()]
+    mod = relax.transform.FuseTIR()(tvm.transform.Sequential(seq)(Conv))
+    target = resolve_target("llvm")
+    (task,) = ms.relax_integration.extract_tasks(mod, target.tvm_target())
+    assert "conv2d" in task.task_name and "relu" in task.task_name, task.task_name
+    return task, target
+
+
+def test_default_schedule_unrolls_to_a_fixed_depth():
+    """The default schedule's unroll depth is the recipe's (64), not MetaSchedule's draw from 0/16/64/512: with the
+    draw, seeds give this conv different depths, 0 among them for some kernels (loops left to LLVM)."""
+    import re
+
+    from tuner.tuning.default_schedule import DRAWN_UNROLL, heuristic_schedule, vector_lanes
+
+    task, spec = _conv_relu_task()
+    func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)
+
+    def depths(recipe, seed):
+        script = heuristic_schedule(func, target, lanes, seed=seed, recipe=recipe).mod.script()
+        return set(re.findall(r'"pragma_auto_unroll_max_step": (\d+)', script))
+
+    assert all(depths(RECIPE, seed) == {"64"} for seed in range(4))
+    drawn = set().union(*(depths(DRAWN_UNROLL, seed) for seed in range(8)))
+    assert len(drawn) > 1, drawn

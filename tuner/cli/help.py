@@ -35,6 +35,11 @@ LAYOUT = (
     "of one vector, as ONNX Runtime's MLAS)"
 )
 FUSION = "fusion strategy: {known}; compose with '+' (default: tvm)"
+MEASURE_CACHE = (
+    "CPU: how each candidate is timed. warm (default): back-to-back calls with hot caches (MetaSchedule's way); "
+    "flush: one call after each flush of the kernel's weights and output from the caches, as a model run leaves "
+    "them (see docs/performance.md: on light ResNet-50 it did not make the tuned model faster)"
+)
 RPC = (
     "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
     "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine"

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip", action="append", default=[], help="do not tune tasks whose name matches")
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
+    p.add_argument("--measure-cache", choices=["warm", "flush"], default="warm", help=H.MEASURE_CACHE)
     p.add_argument(
         "--trials-per-iter",
         type=int,
@@ -77,6 +78,7 @@ def main(argv: list[str]) -> int:
         only=tuple(args.only),
         skip=tuple(args.skip),
         rpc=args.rpc,
+        measure_cache=args.measure_cache,
     )
     from .progress import make_progress
 

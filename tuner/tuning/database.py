@@ -294,3 +294,34 @@ def show(db_dir: str) -> dict:
         "wall_seconds": manifest.get("wall_seconds"),
         "repairs": notes,
     }
+
+
+def save_progress(db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs, wall_before):
+    """The run's task states and wall time into the manifest, and the cost model once it is trained."""
+    manifest.setdefault("tasks", {})
+    for st in states:
+        manifest["tasks"][st.name] = {
+            "workload_hash": st.workload_hash,
+            "trials": st.trials,
+            "best_ms": st.best_ms,
+            "flops": st.flops,
+            "weight": st.weight,
+        }
+    manifest.setdefault("models", {})[model_key] = {
+        "fusion": fusion,
+        "tasks": [s.name for s in states],
+        "updated": now(),
+    }
+    manifest["wall_seconds"] = wall_before + wall  # all runs into this database
+    manifest["last_run_seconds"] = wall
+    write_manifest(db_dir, manifest)
+    # TVM 0.27's XGBModel.load fails on a file saved before its first training (no booster inside): a kill
+    # right after the seeds left one, and the resume crashed. Save only a trained model.
+    if knobs.cost_model == "xgb" and getattr(cost_model, "booster", None) is not None:
+        tmp = os.path.join(db_dir, f".cost_model.{os.getpid()}.tar")
+        try:
+            cost_model.save(tmp)
+            os.replace(tmp, os.path.join(db_dir, COST_MODEL))
+        except Exception:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

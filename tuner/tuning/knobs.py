@@ -33,6 +33,12 @@ class Knobs:
     skip: tuple = ()
     builder_timeout_s: float = 60.0
     runner_timeout_s: float = 30.0
+    # how CPU candidates are timed: warm (MetaSchedule's default: back-to-back calls, caches hot) or flush (one call
+    # after each flush of the kernel's weights and output, its input kept, as a model run leaves them). Light
+    # ResNet-50's kernels ran between the two in the model (5-40% above warm), but a cold 10-minute tune with flush
+    # was no faster in the model than one with warm (tuned/untuned 1.03 and 1.02): warm stays the default
+    measure_cache: str = "warm"  # warm | flush
+    measure_repeats: int = 10  # timed calls per candidate when flushing (one call per flush)
     rpc: str | None = None  # TRACKER_HOST:PORT:KEY: measure on remote devices (a GPU box) instead of here
 
 

@@ -87,7 +87,7 @@ class _Run:
     deadline: Deadline | None = None  # the time budget, shared by every round so it knows how long a batch takes
 
     def save(self):
-        _save_progress(
+        D.save_progress(
             self.db_dir,
             self.manifest,
             self.states,
@@ -199,7 +199,8 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     # Runner workers inherit the environment when they start: measure with the threads the package will run with
     # (TVM's pool would otherwise take half the vCPUs: 1 on a 2-vCPU x86 VM).
     os.environ["TVM_NUM_THREADS"] = str(cores)
-    runner = make_runner(knobs)
+    runner = make_runner(knobs, target_spec.is_gpu)
+    run.manifest["measure_cache"] = "warm" if target_spec.is_gpu else knobs.measure_cache  # records cannot say
     spent, stale_rounds, best_total = 0, 0, None
     if not run.tunable or budget == 0:
         return spent, "nothing-to-do"
@@ -339,33 +340,3 @@ def _refresh(states, hashes, counts):
 def _weighted_latency(states):
     vals = [s.best_ms * s.weight for s in states if s.best_ms and not s.skipped]
     return sum(vals) if vals else None
-
-
-def _save_progress(db_dir, manifest, states, model_key, fusion, wall, cost_model, knobs, wall_before):
-    manifest.setdefault("tasks", {})
-    for st in states:
-        manifest["tasks"][st.name] = {
-            "workload_hash": st.workload_hash,
-            "trials": st.trials,
-            "best_ms": st.best_ms,
-            "flops": st.flops,
-            "weight": st.weight,
-        }
-    manifest.setdefault("models", {})[model_key] = {
-        "fusion": fusion,
-        "tasks": [s.name for s in states],
-        "updated": D.now(),
-    }
-    manifest["wall_seconds"] = wall_before + wall  # all runs into this database
-    manifest["last_run_seconds"] = wall
-    D.write_manifest(db_dir, manifest)
-    # TVM 0.27's XGBModel.load fails on a file saved before its first training (no booster inside): a kill
-    # right after the seeds left one, and the resume crashed. Save only a trained model.
-    if knobs.cost_model == "xgb" and getattr(cost_model, "booster", None) is not None:
-        tmp = os.path.join(db_dir, f".cost_model.{os.getpid()}.tar")
-        try:
-            cost_model.save(tmp)
-            os.replace(tmp, os.path.join(db_dir, D.COST_MODEL))
-        except Exception:
-            if os.path.exists(tmp):
-                os.unlink(tmp)

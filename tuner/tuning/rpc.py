@@ -45,17 +45,34 @@ def check_rpc(text: str) -> int:
     return max(len(servers), free)
 
 
-def runner(knobs: Knobs):
+MEASURE_CACHE = ("warm", "flush")
+
+
+def evaluator_config(knobs: Knobs, gpu: bool):
+    """How each candidate is timed: None for MetaSchedule's default (3 back-to-back calls, repeated until 100 ms:
+    caches hot), or one call after each flush of the weights and outputs, `measure_repeats` times (CPU, `flush`)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if knobs.measure_cache not in MEASURE_CACHE:
+        raise TunerError(f"measure cache {knobs.measure_cache!r}: choose one of {', '.join(MEASURE_CACHE)}")
+    if gpu or knobs.measure_cache == "warm":
+        return None
+    return ms.runner.EvaluatorConfig(
+        number=1, repeat=knobs.measure_repeats, min_repeat_ms=0, enable_cpu_cache_flush=True
+    )
+
+
+def runner(knobs: Knobs, gpu: bool = False):
     """Local measurement, or one RPC worker per device the tracker has for the key (each worker asks the tracker
     for a free device per measurement, so N devices measure N candidates at once). A device that dies mid-run
     fails only its in-flight measurements: MetaSchedule records them as errors, never as results."""
     from tvm.s_tir import meta_schedule as ms
 
     if not knobs.rpc:
-        return ms.runner.LocalRunner(timeout_sec=knobs.runner_timeout_s)
+        return ms.runner.LocalRunner(timeout_sec=knobs.runner_timeout_s, evaluator_config=evaluator_config(knobs, gpu))
     host, port, key = parse_rpc(knobs.rpc)
     devices = check_rpc(knobs.rpc)
     config = ms.runner.RPCConfig(
         tracker_host=host, tracker_port=port, tracker_key=key, session_timeout_sec=int(knobs.runner_timeout_s * 2)
     )
-    return ms.runner.RPCRunner(rpc_config=config, max_workers=devices)
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator_config(knobs, gpu), max_workers=devices)
