@@ -283,3 +283,26 @@ def test_default_schedule_unrolls_to_a_fixed_depth():
     assert all(depths(RECIPE, seed) == {"64"} for seed in range(4))
     drawn = set().union(*(depths(DRAWN_UNROLL, seed) for seed in range(8)))
     assert len(drawn) > 1, drawn
+
+
+def test_the_epilogue_runs_on_each_output_tile():
+    """A conv's bias + ReLU run on each output tile right after its reduction, as one block inside the tiled loops,
+    as in the sketches of TVM's llvm space that the search draws from. With EPILOGUE_APART (tiling before inlining:
+    the bias add alone went to the tile, then was inlined into the ReLU at the top level) they are a second pass
+    over the whole output. The results are the same either way: the whole-model tests verify every package."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.tuning.default_schedule import EPILOGUE_APART, heuristic_schedule, vector_lanes
+
+    task, spec = _conv_relu_task()
+    func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)
+
+    def epilogue_loops(sch):
+        (name,) = [b for b in ("T_add", "compute") if f'sblock("{b}")' in sch.mod.script()]  # the rest inlined
+        return len(sch.get_loops(sch.get_sblock(name)))
+
+    assert epilogue_loops(heuristic_schedule(func, target, lanes, recipe=EPILOGUE_APART)) == 2  # parallel, vector
+    assert epilogue_loops(heuristic_schedule(func, target, lanes)) > 2
+    tvm_space = ms.space_generator.PostOrderApply(sch_rules="llvm", postprocs="llvm", mutator_probs="llvm")
+    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator=tvm_space, num_threads=1)
+    assert max(epilogue_loops(s) for s in ctx.generate_design_space()) > 4  # under the 4 spatial outer loops

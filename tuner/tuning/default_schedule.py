@@ -1,10 +1,9 @@
 """A cheap schedule for every CPU kernel that has no tuned record.
 
 TVM has no default CPU schedule: an untuned kernel is a serial, unvectorised loop nest (one core of two, no SIMD).
-Here each such kernel gets one schedule from MetaSchedule's own rules without search: `AutoInline` then
-`ParallelizeVectorizeUnroll` (outer spatial loops fused and parallel, inner spatial loops vectorised, unrolling),
-post-processed as the tuner would. No measurement, so it costs milliseconds per kernel; tuning then spends its
-budget where the latency is. (GPU kernels get dlight's rules instead, in `tuner.build`.)
+Here each gets one schedule from MetaSchedule's llvm rules without search (`AutoInline`, multi-level tiling with
+`heuristic_tiles`, `ParallelizeVectorizeUnroll`), post-processed as the tuner would: milliseconds per kernel, no
+measurement; tuning then spends its budget where the latency is. (GPU kernels get dlight's rules, in `tuner.build`.)
 """
 
 from __future__ import annotations
@@ -34,24 +33,26 @@ def _tiling():
     )
 
 
-def _rules(vector_extent: int = MAX_VECTOR_EXTENT):
+def _rules(vector_extent: int = MAX_VECTOR_EXTENT, inline_first: bool = True):
     """TVM's llvm defaults for these rules, built directly: `ScheduleRule.create("llvm")` imports every tensor
-    intrinsic (~20 s) on AVX-512 VNNI hosts."""
+    intrinsic (~20 s) on AVX-512 VNNI hosts. In TVM's order, inlining first: see `TileRecipe.fuse_epilogue`."""
+    order = [auto_inline(), _tiling()] if inline_first else [_tiling(), auto_inline()]
+    return [*order, parallelize_vectorize_unroll(vector_extent)]
+
+
+def auto_inline():
+    """MetaSchedule's llvm AutoInline."""
     from tvm.s_tir import meta_schedule as ms
 
-    return [
-        _tiling(),
-        ms.schedule_rule.AutoInline(
-            into_producer=False,
-            into_consumer=True,
-            inline_const_tensor=True,
-            disallow_if_then_else=True,
-            require_injective=True,
-            require_ordered=True,
-            disallow_op=["tirx.exp"],
-        ),
-        parallelize_vectorize_unroll(vector_extent),
-    ]
+    return ms.schedule_rule.AutoInline(
+        into_producer=False,
+        into_consumer=True,
+        inline_const_tensor=True,
+        disallow_if_then_else=True,
+        require_injective=True,
+        require_ordered=True,
+        disallow_op=["tirx.exp"],
+    )
 
 
 def parallelize_vectorize_unroll(vector_extent: int = MAX_VECTOR_EXTENT):
@@ -85,6 +86,16 @@ def spatial_vector_extent(func, lanes: int) -> int:
     return next((w for w in range(MAX_VECTOR_EXTENT, 0, -lanes) if inner % w == 0), MAX_VECTOR_EXTENT)
 
 
+def _epilogue_depth(sketch) -> int:
+    """How many loops enclose the block the sketch placed at a tile (multi-level tiling's ReverseComputeAt),
+    0 when it placed none."""
+    depth = 0
+    for inst in (i for i in sketch.trace.insts if i.kind.name == "ReverseComputeAt"):
+        with contextlib.suppress(Exception):  # a block inlined afterwards stays at no tile
+            depth = max(depth, len(sketch.get_loops(inst.inputs[0])))
+    return depth
+
+
 def _postprocs():
     from tvm.s_tir import meta_schedule as ms
 
@@ -114,12 +125,10 @@ def _without_tensor_intrinsics():
 
 @dataclass(frozen=True)
 class TileRecipe:
-    """The register blocking of the innermost output tile: rows x vectors accumulators must stay in vector
-    registers (32 with AVX-512, 16 with AVX2; `free_registers` stay for the weight vectors and the broadcast input),
-    and FMA latency x issue width needs 8+ independent accumulators. On Zen 4, 2 cores: a 4-row, one-vector block
-    left the 14- and 7-wide ResNet-50 stages at 2 and 1 rows, ~105 and ~55 GFLOP/s, and 8 rows x 2 vectors ran every
-    stage at ~200 (each kernel's default schedule timed through MetaSchedule's runner, a one-off script); whole
-    models side by side: scripts/bench_levers.py, `+nhwc` against `4-row tiles`."""
+    """How the default schedule tiles, orders and unrolls. The register block: rows x vectors accumulators stay in
+    vector registers (32 with AVX-512, 16 with AVX2; `free_registers` for the weights and the broadcast input), 8+
+    of them for FMA latency x issue width (Zen 4: 4 rows x 1 vector ran ResNet-50's late stages at ~55-105
+    GFLOP/s, 8 x 2 at ~200). Each field's lever is measured in docs/performance.md."""
 
     max_rows: int = 8
     max_vectors: int = 2  # side-by-side vectors of the contiguous axis
@@ -136,6 +145,11 @@ class TileRecipe:
     # from 0/16/64/512: a draw of 0 left loops to LLVM (light ResNet-50 kernels 10-25% slower), 512 blew up the 7x7
     # stem (0.93 ms against 0.63); 16 and 64 were within 3% of each other (each kernel timed alone, 2 cores)
     unroll: int | None = 64
+    # the epilogue (bias, residual, activation) on each output tile right after its reduction, not in a second pass
+    # over the output: the rules in TVM's order (inlining first, so the epilogue is one block when tiling places it
+    # at a tile) and the sketch that places it innermost. Tiling first left the bias add alone at the tile, and
+    # inlining then moved it into the next op, at the top level
+    fuse_epilogue: bool = True
 
 
 RECIPE = TileRecipe()
@@ -146,12 +160,14 @@ SPATIAL_64 = TileRecipe(fit_spatial_vectors=False)  # spatial kernels vectorised
 TWO_VECTORS = TileRecipe(grow_vectors=False)  # at most 2 vectors side by side, as before 2026-12-05
 ROWS_OUTER = TileRecipe(weights_outer=False)  # row blocks outermost, every weight block inside, as before 2026-12-05
 DRAWN_UNROLL = TileRecipe(unroll=None)  # MetaSchedule's random unroll depth, as before 2026-12-05
+EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pass over the output
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
     "2-vector tiles": TWO_VECTORS,
     "rows-outer tiles": ROWS_OUTER,
     "drawn unroll": DRAWN_UNROLL,
+    "epilogue apart": EPILOGUE_APART,
 }
 
 
@@ -208,13 +224,11 @@ def heuristic_tiles(
 def _weights_outer(outer: dict[int, int], rows: list[int], min_jobs: int) -> dict[int, int]:
     """Moves the row axes' outer tiles (innermost axis first) from the parallel loops to the loop level inside them,
     while the parallel loops keep `min_jobs` iterations; returns {axis: tiles moved} and updates `outer`. The
-    parallel loops then walk the output-channel blocks (the vector axis, its weight columns) outermost and every
-    row block inside: one block of packed weights, K x 32 floats, stays in L2 while all rows use it. In the
-    other order each row block streams all weights (2.4 MB for a 3x3x256x256 conv, more than a core's L2). Only
-    for weights of `weights_outer_bytes` or more: with small weights the rows-outer order wins, as it reads the
-    input and a residual once rather than once per column block. Untuned light ResNet-50, Intel Xeon, 2 cores,
-    conv kernel times summed (a one-off profile of each variant): rows outer 41.5 ms, weights outer always 29.6,
-    from 512 KiB 29.1, from 1 MiB 26.9; magika 5.3 -> 3.0; whole models: scripts/bench_levers.py."""
+    parallel loops then walk the weight columns' blocks outermost and every row block inside: one block of packed
+    weights, K x 32 floats, stays in L2 while all rows use it (in the other order each row block streams all the
+    weights: 2.4 MB for a 3x3x256x256 conv). Only for weights of `weights_outer_bytes` or more: with small weights
+    the rows-outer order reads the input and a residual once, not once per column block. Measured in
+    docs/performance.md ("Large weights stay put")."""
     moved = {}
     for k in reversed(rows):
         if _product(n for j, n in outer.items() if j != k) < min_jobs:
@@ -306,7 +320,8 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    rules = _rules(spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT)
+    extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
+    rules = _rules(extent, inline_first=recipe.fuse_epilogue)
     space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=_postprocs(), mutator_probs={})
     with _without_tensor_intrinsics():
         ctx = ms.TuneContext(
@@ -322,6 +337,8 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     except Exception:
         return None
     cores = int(target.attrs.get("num-cores", 1))
+    if recipe.fuse_epilogue:
+        schedules = sorted(schedules, key=lambda sk: -_epilogue_depth(sk))
     for sketch in schedules:
         try:
             sch = _retile(sketch, tvm.IRModule({"main": func}), lanes, recipe, cores)

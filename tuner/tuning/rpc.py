@@ -1,4 +1,5 @@
-"""Measuring on remote devices: `--rpc TRACKER_HOST:PORT:KEY`, checked before tuning starts."""
+"""Where and how candidates are measured: here or on remote devices (`--rpc TRACKER_HOST:PORT:KEY`, checked before
+tuning starts), and how each is timed (`--measure-cache`)."""
 
 from __future__ import annotations
 
