@@ -36,11 +36,11 @@ def _tiling():
 def _rules(vector_extent: int = MAX_VECTOR_EXTENT, inline_first: bool = True):
     """TVM's llvm defaults for these rules, built directly: `ScheduleRule.create("llvm")` imports every tensor
     intrinsic (~20 s) on AVX-512 VNNI hosts. In TVM's order, inlining first: see `TileRecipe.fuse_epilogue`."""
-    order = [auto_inline(), _tiling()] if inline_first else [_tiling(), auto_inline()]
+    order = [_auto_inline(), _tiling()] if inline_first else [_tiling(), _auto_inline()]
     return [*order, parallelize_vectorize_unroll(vector_extent)]
 
 
-def auto_inline():
+def _auto_inline():
     """MetaSchedule's llvm AutoInline."""
     from tvm.s_tir import meta_schedule as ms
 
