@@ -267,9 +267,9 @@ def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int =
     depth by `recipe.unroll`."""
     from tvm.s_tir import Schedule
 
-    trace = _unroll(sch.trace, recipe.unroll)
+    trace = _unroll(drawn := sch.trace, recipe.unroll)
     tiles = [inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile"]
-    if not tiles and trace.same_as(sch.trace):
+    if not tiles and trace.same_as(drawn):  # nothing to replace
         return sch
     groups, current = [], []
     for inst in tiles:  # a block's tiles are contiguous: spatial (4 factors) then reduction (2)
