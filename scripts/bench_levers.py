@@ -7,11 +7,8 @@
     +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
-    4-row tiles  +nhwc with the register blocking used before 2026-12 (default_schedule.FOUR_ROW_TILES)
-    spatial-64   +nhwc with element-wise/transpose kernels vectorised 64 wide across axis boundaries, as before
-                 2026-12-04 (default_schedule.SPATIAL_64)
-    2-vector tiles  +nhwc with at most 2 vectors side by side in a register block, as before 2026-12-05
-                 (default_schedule.TWO_VECTORS)
+    4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
+                 labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
                  (tuning/serial_small.py; what a package gets)
 
@@ -60,7 +57,8 @@ def main(argv=None) -> int:
     from tuner.onnx_model import prepare_model
     from tuner.runtime import make_inputs
     from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import EARLIER_RECIPES, schedule_untuned
+    from tuner.tuning.default_schedule import schedule_untuned
+    from tuner.tuning.recipes import EARLIER_RECIPES
     from tuner.tuning.serial_small import SerialSmallKernels
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

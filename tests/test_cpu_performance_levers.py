@@ -12,8 +12,9 @@ from tuner.errors import TunerError
 from tuner.fusion import get_strategy
 from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
-from tuner.tuning.default_schedule import FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS, heuristic_tiles
+from tuner.tuning.default_schedule import heuristic_tiles
 from tuner.tuning.knobs import Knobs
+from tuner.tuning.recipes import FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS
 from tuner.tuning.rpc import evaluator_config, runner
 
 
@@ -271,7 +272,8 @@ def test_default_schedule_unrolls_to_a_fixed_depth():
     draw, seeds give this conv different depths, 0 among them for some kernels (loops left to LLVM)."""
     import re
 
-    from tuner.tuning.default_schedule import DRAWN_UNROLL, heuristic_schedule, vector_lanes
+    from tuner.tuning.default_schedule import heuristic_schedule, vector_lanes
+    from tuner.tuning.recipes import DRAWN_UNROLL
 
     task, spec = _conv_relu_task()
     func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)
@@ -292,7 +294,8 @@ def test_the_epilogue_runs_on_each_output_tile():
     over the whole output. The results are the same either way: the whole-model tests verify every package."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.tuning.default_schedule import EPILOGUE_APART, heuristic_schedule, vector_lanes
+    from tuner.tuning.default_schedule import heuristic_schedule, vector_lanes
+    from tuner.tuning.recipes import EPILOGUE_APART
 
     task, spec = _conv_relu_task()
     func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)

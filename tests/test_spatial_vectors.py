@@ -5,7 +5,8 @@ import tvm
 from tvm.script import tirx as T
 
 from tuner.target import resolve_target
-from tuner.tuning.default_schedule import MAX_VECTOR_EXTENT, SPATIAL_64, spatial_vector_extent
+from tuner.tuning.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent
+from tuner.tuning.recipes import SPATIAL_64
 
 
 def _to_channels_last(c: int, hw: int = 80):

@@ -1,0 +1,59 @@
+"""How the default schedule tiles, orders and unrolls: `TileRecipe`, the recipe in use (`RECIPE`) and the earlier
+ones (`EARLIER_RECIPES`), each a lever measured side by side by `scripts/bench_levers.py` (docs/performance.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TileRecipe:
+    """How the default schedule tiles, orders and unrolls. The register block: rows x vectors accumulators stay in
+    vector registers (32 with AVX-512, 16 with AVX2; `free_registers` for the weights and the broadcast input), 8+
+    of them for FMA latency x issue width (Zen 4: 4 rows x 1 vector ran ResNet-50's late stages at ~55-105
+    GFLOP/s, 8 x 2 at ~200). Each field's lever is measured in docs/performance.md."""
+
+    max_rows: int = 8
+    max_vectors: int = 2  # side-by-side vectors of the contiguous axis
+    free_registers: int = 4
+    pow2_width: bool = True  # 24 channels on AVX-512: 8 lanes, not a 12-lane vector LLVM splits
+    fill_outer_axes: bool = True  # a 7-wide axis leaves rows to the axis before it
+    fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis
+    vector_axis_divisible: bool = True  # the vector on the last axis a vector divides (an NCHW conv whose W is 1)
+    grow_vectors: bool = True  # up to 4 vectors side by side when the rows are 4 or fewer
+    weights_outer: bool = True  # reductions: the vector axis's tiles outermost, rows inside (see `_weights_outer`)
+    jobs_per_core: int = 4  # parallel jobs that `weights_outer` leaves at least, per core
+    weights_outer_bytes: int = 1 << 20  # ... for weights (reduction x vector axis, fp32) of at least this size
+    # explicit unroll of the loops inside the parallel one, up to this many steps, instead of MetaSchedule's draw
+    # from 0/16/64/512: a draw of 0 left loops to LLVM (light ResNet-50 kernels 10-25% slower), 512 blew up the 7x7
+    # stem (0.93 ms against 0.63); 16 and 64 were within 3% of each other (each kernel timed alone, 2 cores)
+    unroll: int | None = 64
+    # the epilogue (bias, residual, activation) on each output tile right after its reduction, not in a second pass
+    # over the output: the rules in TVM's order (inlining first, so the epilogue is one block when tiling places it
+    # at a tile) and the sketch that places it innermost. Tiling first left the bias add alone at the tile, and
+    # inlining then moved it into the next op, at the top level
+    fuse_epilogue: bool = True
+    # pooling blocks scheduled by `custom_rules.channels_innermost_pool` (NHWC: padding inlined, channels vectorised)
+    # where they were left to ParallelizeVectorizeUnroll alone: the window innermost, scalar
+    vector_pools: bool = True
+
+
+RECIPE = TileRecipe()
+FOUR_ROW_TILES = TileRecipe(  # before 2026-12
+    max_rows=4, max_vectors=1, pow2_width=False, fill_outer_axes=False, vector_axis_divisible=False
+)
+SPATIAL_64 = TileRecipe(fit_spatial_vectors=False)  # spatial kernels vectorised 64 wide, as before 2026-12-04
+TWO_VECTORS = TileRecipe(grow_vectors=False)  # at most 2 vectors side by side, as before 2026-12-05
+ROWS_OUTER = TileRecipe(weights_outer=False)  # row blocks outermost, every weight block inside, as before 2026-12-05
+DRAWN_UNROLL = TileRecipe(unroll=None)  # MetaSchedule's random unroll depth, as before 2026-12-05
+EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pass over the output
+SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
+EARLIER_RECIPES = {
+    "4-row tiles": FOUR_ROW_TILES,
+    "spatial-64": SPATIAL_64,
+    "2-vector tiles": TWO_VECTORS,
+    "rows-outer tiles": ROWS_OUTER,
+    "drawn unroll": DRAWN_UNROLL,
+    "epilogue apart": EPILOGUE_APART,
+    "scalar pools": SCALAR_POOLS,
+}
