@@ -14,7 +14,7 @@ from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
 from tuner.tuning.default_schedule import heuristic_tiles
 from tuner.tuning.knobs import Knobs
-from tuner.tuning.recipes import FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS
+from tuner.tuning.recipes import DIVISOR_ROWS, FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS
 from tuner.tuning.rpc import evaluator_config, runner
 
 
@@ -112,6 +112,15 @@ def test_heuristic_tiles():
     assert heuristic_tiles(small, lanes=16, cores=2)[1] == [56, 1, 1, 1]
     # one row (a batch-1 dense layer): 4 vectors of AVX2's 16 registers; AVX2 with 4 rows keeps 2 (4 x 3 + 3 > 12)
     assert heuristic_tiles([[1, 1, 1, 1], [64, 1, 1, 1], [512, 1]], lanes=8, registers=16)[1] == [2, 1, 4, 8]
+    # a 13-wide stage (SqueezeNet, Inception v1): no divisor of 13 near the 8-row cap but 1, so all 13 rows while
+    # the registers hold them (13 x 2 vectors: 26 accumulators; the earlier recipe: 1 row x 4 vectors); the
+    # classifier conv's 1000 channels (8-lane vectors): 13 accumulators, not 1. AVX2's 16 registers keep the old tile
+    odd = [[1, 1, 1, 1], [13, 1, 1, 1], [13, 1, 1, 1], [192, 1, 1, 1], [1, 1], [1, 1], [480, 1]]
+    assert heuristic_tiles(odd, lanes=16, cores=2)[2:4] == [[1, 1, 13, 1], [6, 1, 2, 16]]
+    assert heuristic_tiles(odd, lanes=16, recipe=DIVISOR_ROWS)[2:4] == [[13, 1, 1, 1], [3, 1, 4, 16]]
+    assert heuristic_tiles(odd, lanes=8, registers=16)[2:4] == [[13, 1, 1, 1], [6, 1, 4, 8]]
+    classifier = [[1, 1, 1, 1], [13, 1, 1, 1], [13, 1, 1, 1], [1000, 1, 1, 1], [1, 1], [1, 1], [512, 1]]
+    assert heuristic_tiles(classifier, lanes=16, cores=2)[2:4] == [[1, 1, 13, 1], [125, 1, 1, 8]]
     # the recipe used before: 4 rows of one vector
     four = heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, recipe=FOUR_ROW_TILES)
     assert four[:2] == [[32, 1, 4, 1], [24, 1, 1, 16]]

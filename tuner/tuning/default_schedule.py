@@ -152,9 +152,12 @@ def heuristic_tiles(
         )
         if len(spatial) > 1 and inner[last] == lanes:  # side-by-side vectors only of full width
             block[last] = _divisor_at_most(extents[last] // inner[last], recipe.max_vectors)
-        rows_cap = min(recipe.max_rows, max(1, (registers - recipe.free_registers) // block.get(last, 1)))
-        for k in reversed([k for k in spatial if k != last]):  # the axis before the vector first
+        budget = (registers - recipe.free_registers) // block.get(last, 1)  # accumulator rows that fit
+        rows_cap = min(recipe.max_rows, max(1, budget))
+        for i, k in enumerate(reversed([k for k in spatial if k != last])):  # the axis before the vector first
             block[k] = _divisor_at_most(extents[k], rows_cap)
+            if recipe.whole_odd_rows and i == 0 and 2 * block[k] < rows_cap and extents[k] <= budget:
+                block[k] = extents[k]  # an odd extent (13) has no divisor near the cap: all 13 rows, not 1
             rows_cap //= block[k]
             if rows_cap < 2 or not recipe.fill_outer_axes:
                 break

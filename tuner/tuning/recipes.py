@@ -21,6 +21,7 @@ class TileRecipe:
     fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis
     vector_axis_divisible: bool = True  # the vector on the last axis a vector divides (an NCHW conv whose W is 1)
     grow_vectors: bool = True  # up to 4 vectors side by side when the rows are 4 or fewer
+    whole_odd_rows: bool = True  # a row extent without a divisor near the cap (13, 17) whole, when registers allow
     weights_outer: bool = True  # reductions: the vector axis's tiles outermost, rows inside (see `_weights_outer`)
     jobs_per_core: int = 4  # parallel jobs that `weights_outer` leaves at least, per core
     weights_outer_bytes: int = 1 << 20  # ... for weights (reduction x vector axis, fp32) of at least this size
@@ -48,6 +49,7 @@ ROWS_OUTER = TileRecipe(weights_outer=False)  # row blocks outermost, every weig
 DRAWN_UNROLL = TileRecipe(unroll=None)  # MetaSchedule's random unroll depth, as before 2026-12-05
 EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pass over the output
 SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
+DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as before 2026-12-05
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -56,4 +58,5 @@ EARLIER_RECIPES = {
     "drawn unroll": DRAWN_UNROLL,
     "epilogue apart": EPILOGUE_APART,
     "scalar pools": SCALAR_POOLS,
+    "divisor rows": DIVISOR_ROWS,
 }
