@@ -10,7 +10,6 @@ from tvm.script import relax as R
 
 
 def _pool_task():
-    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     @I.ir_module
@@ -47,8 +46,6 @@ def test_pool_blocks_are_scheduled_without_the_unknown_rule_warning(capfd):
 
 def _pooled(layout: str):
     """An NHWC or NCHW model of a padded 3x3/2 max pool and a padded 3x3/1 average pool (padding not counted)."""
-    from tvm import relax
-
     shape = (1, 9, 9, 32) if layout == "NHWC" else (1, 32, 9, 9)
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(shape, "float32"))

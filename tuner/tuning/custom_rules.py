@@ -31,8 +31,9 @@ def channels_innermost_pool(sch, block):
     output pixel right after its sum. Other pools (NCHW: the window slides along the innermost axis) go to the
     generic rules as before."""
     sch.unannotate(block, "schedule_rule")
-    window = block if _reduces(sch.get(block)) else None  # TOPI's average: the sum is the annotated block's producer
-    window = window or next((p for p in sch.get_producers(block) if _reduces(sch.get(p))), None)
+    # the block that runs the window: the annotated one, or for TOPI's average its producer, the sum
+    producers = sch.get_producers(block)
+    window = block if _reduces(sch.get(block)) else next((p for p in producers if _reduces(sch.get(p))), None)
     if window is None or not _window_outside_innermost_axis(sch.get(window)):
         return [sch]
     for producer in sch.get_producers(window):
