@@ -7,6 +7,7 @@
     +algebra     + graph algebra before fusion: batch-norm folded into convolutions, Sum as adds
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
+    transposes kept  +nhwc with the layout transposes left where the conversion put them (tuner/transpose_sinking.py)
     4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
                  labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
@@ -88,6 +89,9 @@ def main(argv=None) -> int:
         for layout in filter(None, args.layouts.split(",")):
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
+            if layout == "nhwc" and "transposes kept" not in args.skip.split(","):
+                kept = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, sink_transposes=False)
+                built["transposes kept"] = pack_weights(schedule_untuned(kept.mod, spec)[0], spec)
             if layout == "nhwc":  # the default schedule's earlier tile recipes, one lever each
                 for label, recipe in EARLIER_RECIPES.items():
                     if label not in args.skip.split(","):

@@ -3,14 +3,16 @@
     ONNX, at preparation:  fold_batch_norms  (Conv[+bias] -> BatchNormalization with constant parameters)
                            conv_transposes_as_convs  (k x k ConvTranspose, stride k -> 1x1 Conv + DepthToSpace)
     Relax, before fusion:  [FoldConstant -> FoldBatchnormToConv2D -> FoldConstant, where a batch_norm is left]
-                           -> SumToAdd -> one_hot_matmul_as_take (tuner/one_hot.py)
+                           -> drop_dropout -> SumToAdd -> one_hot_matmul_as_take (tuner/one_hot.py)
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is
 what makes folding possible at all: exporters often build BN statistics from ConstantOfShape or Cast nodes, and
 TVM's FoldBatchnormToConv2D only matches when they are already constants. An n-ary ONNX `Sum` imports as
 broadcast_to + stack + sum (a copy of every operand); as a chain of adds it fuses into the producer's epilogue
-like any residual add.
+like any residual add. Dropout is the identity in inference, but Relax keeps it as a call returning (output,
+mask), and TVM 0.27's ConvertLayout fails on any graph holding one (SqueezeNet, Inception v1 kept every conv
+between two transposes for it).
 
 Folding in ONNX first keeps the conv node's name (plans and reports map kernels back to it) and covers convs with
 a bias, which TVM's pattern (conv2d directly into batch_norm) does not; the Relax pass catches statistics that
@@ -39,7 +41,18 @@ def graph_algebra(mod):
         mod = tvm.transform.Sequential(seq)(mod)
     from .one_hot import one_hot_matmul_as_take
 
-    return one_hot_matmul_as_take(sum_to_add(mod))
+    return one_hot_matmul_as_take(sum_to_add(drop_dropout(mod)))
+
+
+def drop_dropout(mod):
+    """`dropout(x)[0]` -> `x` (the importer emits dropout for an inference-mode ONNX Dropout; a training-mode one
+    is refused at import). A read of the mask keeps its dropout call."""
+    from tvm.relax.dpl import is_op, is_tuple_get_item, wildcard
+
+    from .ir import rewrite_relax_functions
+
+    dropout = is_op("relax.nn.dropout")(wildcard())
+    return rewrite_relax_functions(mod, is_tuple_get_item(dropout, 0), lambda _expr, matches: matches[dropout].args[0])
 
 
 def _calls(mod, op_name: str) -> bool:

@@ -87,6 +87,7 @@ def lower_prepared(
     algebra: bool = True,
     fast_math: bool = True,
     layout: str = "auto",
+    sink_transposes: bool = True,
 ) -> Lowered:
     from .layout import layout_after_fallback, layout_fallback, resolve_layout
     from .lowering import import_for
@@ -95,7 +96,8 @@ def lower_prepared(
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy)
     t1 = time.perf_counter()
-    fused = lower(mod, target_spec, strategy, params=params, algebra=algebra, fast_math=fast_math, layout=layout)
+    levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
+    fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
     fallback = layout_fallback(fused)
     if fallback:  # TVM could not convert this graph: the package says why, and what its convs are

@@ -7,8 +7,10 @@
 
 `ConvertLayout` rewrites each 2-D convolution whose channels divide into blocks, and carries the layout through the
 element-wise ops, pools and reductions that follow, so a chain of convs pays for one layout transform at its
-entry and one at its exit; convs it cannot convert (3 input channels, depthwise) stay NCHW. The transforms are
-kernels of their own in the plan (`layout_transform`, `permute_dims`).
+entry and one at its exit; convs it cannot convert (3 input channels, depthwise) stay NCHW. Where ConvertLayout
+has no rule for an op, or fails and each conv is converted on its own, the transposes it leaves are moved down
+the graph until they cancel (tuner/transpose_sinking.py). The rest are kernels of their own in the plan
+(`layout_transform`, `permute_dims`).
 """
 
 from __future__ import annotations
@@ -59,10 +61,16 @@ def layout_fallback(mod) -> str | None:
     return str(mod.attrs[LAYOUT_FALLBACK]) if mod.attrs is not None and LAYOUT_FALLBACK in mod.attrs else None
 
 
-def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as TVM names its passes)
-    """Convolutions to `layout` (a no-op for `nchw` and for modules without a conv2d)."""
+def ConvertConvLayout(layout: str, lanes: int, sink: bool = True):  # noqa: N802  (named as TVM names its passes)
+    """Convolutions to `layout` (a no-op for `nchw` and for modules without a conv2d); `sink=False` leaves the
+    transposes where the conversion put them (for the lever's ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
+
+    from .transpose_sinking import sink_transposes as sunk
+
+    def sink_transposes(mod):
+        return sunk(mod) if sink else mod
 
     desired = conv_layouts(layout, lanes)
 
@@ -75,7 +83,7 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
         # output): keep NCHW, and keep the "BlockBuilder destroyed" warning of the unwound pass off the terminal
         with quiet_native_stderr():
             try:
-                return relax.transform.ConvertLayout(desired)(clip_to_min_max(mod))
+                return sink_transposes(relax.transform.ConvertLayout(desired)(clip_to_min_max(mod)))
             except Exception as err:  # said in the manifest and the plan
                 from .errors import summarize_native_error
 
@@ -83,7 +91,7 @@ def ConvertConvLayout(layout: str, lanes: int):  # noqa: N802  (a pass, named as
         if layout == "nhwc":  # each conv on its own, between two transposes
             converted = convs_to_nhwc_one_by_one(mod)
             if not converted.same_as(mod):
-                return converted.with_attr(LAYOUT_FALLBACK, f"{reason}; {ONE_BY_ONE}")
+                return sink_transposes(converted).with_attr(LAYOUT_FALLBACK, f"{reason}; {ONE_BY_ONE}")
         return mod.with_attr(LAYOUT_FALLBACK, f"{reason}; {STAY_NCHW}")
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")

@@ -1,6 +1,7 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
-    GraphAlgebra (BN folding, Sum -> add) -> DecomposeOpsForInference -> CanonicalizeBindings
+    GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout + SinkTransposes
+    -> DecomposeOpsForInference -> CanonicalizeBindings
     -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
     -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
@@ -27,9 +28,11 @@ def lower(
     algebra: bool = True,
     fast_math: bool = True,
     layout: str = "auto",
+    sink_transposes: bool = True,
 ):
-    """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`
-    and `fast_math=False` skip those levers (for their ablation in scripts/bench_levers.py)."""
+    """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`,
+    `fast_math=False` and `sink_transposes=False` skip those levers (for their ablation in
+    scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -40,7 +43,7 @@ def lower(
     passes = [GraphAlgebra()] if algebra else []
     layout = resolve_layout(layout, target_spec)
     if layout != "nchw":
-        passes += [ConvertConvLayout(layout, vector_lanes(target_spec))]
+        passes += [ConvertConvLayout(layout, vector_lanes(target_spec), sink=sink_transposes)]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
