@@ -11,8 +11,9 @@ next conv, and FuseOps cannot fuse through it: three kernels per conv, two of th
                                                                    concat, 2-D pools, mean/sum/max over axes
     permute(permute(y, P), Q)       -> permute(y, P[Q]), or y where that is the identity
 
-Only a transpose with a single consumer moves (moving one with several would duplicate it), so the number of
-transposes never grows; where one reaches the next conv's input transpose, both disappear.
+Only the layout transposes (NCHW <-> NHWC) move, and only one with a single consumer (moving one with several
+would duplicate it), so the number of transposes never grows; where one reaches the next conv's input transpose,
+both disappear.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ UNARY = (
 BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "floor_divide")
 POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
 REDUCTIONS = ("mean", "sum", "max", "min")
+# NCHW <-> NHWC, the transposes a layout conversion makes; a model's own (attention heads) are left to the passes
+# that match them (FuseTransposeMatmul)
+LAYOUT_PERMUTATIONS = ([0, 3, 1, 2], [0, 2, 3, 1])
 MAX_ROUNDS = 64  # each round moves every transpose at least one op; chains between convs are a few ops long
 
 
@@ -118,18 +122,17 @@ class _Sinker:
             return None
         if single_use and self.uses.get(arg, 0) != 1:
             return None
-        y = value.args[0]
-        rank = len(y.ty.shape) if hasattr(y.ty, "shape") and y.ty.shape else None
-        if value.attrs.axes is None:
-            return (y, list(range(rank))[::-1]) if rank is not None else None
-        return y, [int(a) for a in value.attrs.axes]
+        perm = [int(a) for a in value.attrs.axes] if value.attrs.axes is not None else None
+        return (value.args[0], perm) if perm in LAYOUT_PERMUTATIONS else None
 
     def _compose(self, expr):
         t = self._transposed(expr.args[0], single_use=False)  # composing never adds a transpose
         if t is None:
             return expr
         y, inner = t
-        outer = [int(a) for a in expr.attrs.axes] if expr.attrs.axes is not None else inner[::-1]
+        outer = [int(a) for a in expr.attrs.axes] if expr.attrs.axes is not None else None
+        if outer not in LAYOUT_PERMUTATIONS:
+            return expr
         combined = [inner[a] for a in outer]
         return y if combined == sorted(combined) else _permute(y, combined)
 

@@ -104,6 +104,7 @@ class ProvenanceMatcher:
         self.out_bytes: dict = {}  # unfused unique id -> bytes of its output
         self.absorbed: dict = {}  # unfused id -> ids of unfused ops a pass folded into it (FuseTransposeMatmul)
         self.uid = {}  # unfused Var -> unique id
+        self.items: dict = {}  # (unfused id of a tuple, index) -> unfused id of its TupleGetItem binding
         self._index_unfused(unfused, ids)
         # Keyed by Var objects, not names: passes (FuseOpsByPattern) may give several bindings one name.
         self.to_unfused: dict = {}  # grouped-main Var -> unfused-main unique id
@@ -117,6 +118,8 @@ class ProvenanceMatcher:
 
         for k, b in enumerate(b for blk in unfused["main"].body.blocks for b in blk.bindings):
             self.uid[b.var] = ids[k]
+            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in self.uid:
+                self.items[(self.uid[b.value.tuple_value], int(b.value.index))] = ids[k]
             if isinstance(b.value, relax.Call) and b.value.op == self.call_tir:
                 key = (
                     base_name(b.value.args[0].name_hint),
@@ -151,6 +154,10 @@ class ProvenanceMatcher:
                     return m
         if not hits:
             return None
+        same = [h for h in hits if self.out_bytes[h] == out_nbytes] if out_nbytes and len(hits) > 1 else []
+        if same:  # several ops read this input (YOLO's two heads): the one with this output's size
+            hits.remove(same[0])
+            return same[0]
         if out_nbytes and len(hits) > 1 and out_nbytes > self.out_bytes[hits[0]]:
             # CombineParallelMatmul: one wide MatMul computes several unfused ones that share this input
             take = []
@@ -207,11 +214,21 @@ class ProvenanceMatcher:
                     members.append(m)
                 elif isinstance(ib.value, relax.Var) and ib.value in env:
                     env[ib.var] = env[ib.value]
+                elif isinstance(ib.value, relax.TupleGetItem) and self._item(env, ib.value):
+                    env[ib.var] = self._item(env, ib.value)
         result = inner.body.body
         if isinstance(result, relax.Tuple):  # a group with several outputs: main picks them with TupleGetItem
             outs = [env.get(f) for f in result.fields]
             src = outs if all(outs) else src
         return args, members, src, v.op.name_hint
+
+    def _item(self, env, item):
+        """The unfused id of `tuple[i]`: a slice of a horizontal merge, or the unfused TupleGetItem of an op with
+        several outputs (Split), so data flow goes on through it."""
+        src = env.get(item.tuple_value)
+        if isinstance(src, list):
+            return src[item.index]
+        return self.items.get((src, int(item.index))) if src is not None else None
 
     def groups(self) -> list[Group]:
         import tvm
@@ -228,9 +245,10 @@ class ProvenanceMatcher:
                     self.to_unfused[b.var] = self.to_unfused[v]
                     self.gid[b.var] = self.gid.get(v, self.gid[b.var])
                     continue
-                if isinstance(v, relax.TupleGetItem) and isinstance(self.to_unfused.get(v.tuple_value), list):
-                    self.to_unfused[b.var] = self.to_unfused[v.tuple_value][v.index]  # a slice of a merge
-                    self.gid[b.var] = self.gid.get(v.tuple_value, self.gid[b.var])
+                if isinstance(v, relax.TupleGetItem) and self._item(self.to_unfused, v):
+                    self.to_unfused[b.var] = self._item(self.to_unfused, v)
+                    if isinstance(self.to_unfused.get(v.tuple_value), list):  # a slice of a merge
+                        self.gid[b.var] = self.gid.get(v.tuple_value, self.gid[b.var])
                     continue
                 found = self._group_members(v) if isinstance(v, relax.Call) else None
                 if found is None:
@@ -257,8 +275,11 @@ def _refine_provenance(unfused_main, prov) -> dict:
 
     Passes create bindings with fresh names (DecomposeOpsForInference turns a BatchNorm into four ops). A run of
     unknown bindings between the bindings of ONNX nodes i and j belongs to the nodes strictly between i and j
-    whose own bindings vanished (the BatchNorm), else to node j.
+    whose own bindings vanished (the BatchNorm), else to node j; a run after the last node's binding (the
+    transposes back to the model's layout) to the node whose output each reads.
     """
+    from tvm import relax
+
     order = {ref.name: k for k, ref in enumerate(prov.nodes)}
     bindings = [b.var.name for blk in unfused_main.body.blocks for b in blk.bindings]
     ids = _unique_ids(unfused_main)
@@ -268,8 +289,13 @@ def _refine_provenance(unfused_main, prov) -> dict:
         for v, i in zip(bindings, ids)
         if v in prov.by_var and prov.by_var[v].name in order and not re.fullmatch(r"[lg]v\d*", v)
     }
+    uid = dict(zip((b.var for blk in unfused_main.body.blocks for b in blk.bindings), ids))
+    reads = {  # binding id -> ids of the bindings it reads
+        i: [uid[a] for a in relax.analysis.free_vars(b.value) if a in uid]
+        for i, b in zip(ids, (b for blk in unfused_main.body.blocks for b in blk.bindings))
+    }
     present = {ref.name for ref in known.values()}
-    result, pending, last = {}, [], -1
+    result, pending, last, last_ref = {}, [], -1, None
     for v in ids + [None]:
         ref = known.get(v) if v is not None else None
         if v is not None and ref is None:
@@ -279,12 +305,16 @@ def _refine_provenance(unfused_main, prov) -> dict:
         vanished = [prov.nodes[k] for k in range(last + 1, nxt) if prov.nodes[k].name not in present]
         owner = vanished[-1] if vanished else ref
         for p in pending:
-            if owner is not None:
+            if owner is None:  # after the last node (transposes back to the model's layout): their producer's
+                owner_of_p = next((result[a] for a in reads.get(p, []) if a in result), last_ref)
+                if owner_of_p is not None:
+                    result[p] = owner_of_p
+            else:
                 result[p] = owner
         pending = []
         if ref is not None:
             result[v] = ref
-            last = nxt
+            last, last_ref = nxt, ref
     return result, ids
 
 
