@@ -183,3 +183,34 @@ def test_batch_norm_with_constant_of_shape_statistics_folds_into_the_conv(tmp_pa
     compile_model(path, str(tmp_path / "conv_bn.ftpkg"), target="llvm")
     x = rng.standard_normal((1, 3, 6, 6)).astype("float32")
     assert compare_outputs(load(str(tmp_path / "conv_bn.ftpkg"))(x), run_onnxruntime(path, {"x": x}))["ok"]
+
+
+def test_inference_dropout_is_the_identity_and_a_read_mask_keeps_it():
+    from tuner.algebra import drop_dropout
+
+    x = relax.Var("x", relax.TensorType((1, 4), "float32"))
+
+    def module(read_mask: bool):
+        bb = relax.BlockBuilder()
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                d = bb.emit(relax.op.nn.dropout(x, 0.5))
+                out = relax.op.nn.relu(bb.emit(relax.TupleGetItem(d, 0)))
+                if read_mask:
+                    out = relax.op.add(out, bb.emit(relax.TupleGetItem(d, 1)))
+                out = bb.emit_output(out)
+            bb.emit_func_output(out)
+        return bb.get()
+
+    expected = relax.BlockBuilder()
+    with expected.function("main", [x]):
+        with expected.dataflow():
+            out = expected.emit_output(relax.op.nn.relu(x))
+        expected.emit_func_output(out)
+    tvm.ir.assert_structural_equal(
+        relax.analysis.remove_all_unused(drop_dropout(module(False))["main"]), expected.get()["main"]
+    )
+    kept = drop_dropout(module(True))["main"]
+    ops = []
+    relax.analysis.post_order_visit(kept.body, lambda e: ops.append(e.op.name) if isinstance(e, relax.Call) else None)
+    assert "relax.nn.dropout" in ops  # the mask is still computed

@@ -173,3 +173,21 @@ def test_split_outputs_and_shared_inputs_keep_their_onnx_nodes(tmp_path, layout)
     if layout == "nhwc":  # each output's transpose back to NCHW belongs to the conv it reads
         back = [g.onnx_nodes for g in plan.groups if g.name.startswith("transpose")][-2:]
         assert back == [["head_box"], ["head_cls"]], back
+
+
+def test_onnxruntime_rows_reach_the_kernel_of_their_nodes():
+    """ONNX Runtime renames nodes it rewrites: a ':0' or '_nchwc' suffix, a fused node named after its first member
+    plus the fusion ('/model.0/act/Mul/QuickGeluFusion/': YOLOv8n's SiLU), or only the tensor it outputs."""
+    from tuner.plan.attribution import onnxruntime_by_kernel
+
+    kernels = {"k_conv": ["/m0/conv/Conv", "/m0/act/Sigmoid", "/m0/act/Mul"], "k_head": ["head"]}
+    rows = [
+        {"name": "/m0/conv/Conv_nchwc", "op": "Conv", "ms": 1.0},
+        {"name": "/m0/act/Mul/QuickGeluFusion/", "op": "QuickGelu", "ms": 0.25},
+        {"name": "head:0", "op": "Conv", "ms": 0.5},
+        {"name": "renamed_by_output", "op": "Conv", "ms": 0.125},
+        {"name": "ReorderInput_token_17", "op": "ReorderInput", "ms": 0.0625},
+    ]
+    per_kernel, unmatched = onnxruntime_by_kernel(kernels, rows, {"renamed_by_output": ["head"]})
+    assert per_kernel == {"k_conv": 1.25, "k_head": 0.625}
+    assert [r["name"] for r in unmatched] == ["ReorderInput_token_17"]

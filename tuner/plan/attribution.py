@@ -17,6 +17,8 @@ from . import reasons
 from .model import FusionPlan
 
 _ORT_SUFFIX = re.compile(r"(:\d+)?(_nchwc)?$")
+# a node ONNX Runtime made by fusing others is named after the first: "/model.0/act/Mul/QuickGeluFusion/"
+_ORT_FUSION = re.compile(r"/\w*Fusion\w*/?$")
 
 
 def base_name(kernel: str) -> str:
@@ -90,7 +92,7 @@ def onnxruntime_by_kernel(
     unmatched = []
     for row in ort_rows:
         name = _ORT_SUFFIX.sub("", row["name"])
-        kernel = owner.get(row["name"]) or owner.get(name)
+        kernel = owner.get(row["name"]) or owner.get(name) or owner.get(_ORT_FUSION.sub("", name))
         kernel = kernel or next((owner[n] for n in producer.get(name, []) if n in owner), None)
         if kernel is None:
             unmatched.append(row)
