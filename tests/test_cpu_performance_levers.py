@@ -318,3 +318,30 @@ def test_the_epilogue_runs_on_each_output_tile():
     tvm_space = ms.space_generator.PostOrderApply(sch_rules="llvm", postprocs="llvm", mutator_probs="llvm")
     ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator=tvm_space, num_threads=1)
     assert max(epilogue_loops(s) for s in ctx.generate_design_space()) > 4  # under the 4 spatial outer loops
+
+
+def test_seeding_goes_heaviest_first_and_stops_at_the_time_budget(monkeypatch):
+    """The default schedules are measured a chunk at a time, heaviest kernels first; the first chunk always runs,
+    and no later one starts once it would end past the budget."""
+    import time
+    from types import SimpleNamespace
+
+    from tuner.tuning import seed
+    from tuner.tuning.deadline import Deadline
+
+    chunks = []
+
+    def measure(chunk, *args):
+        chunks.append([st.name for _, st in chunk])
+        time.sleep(0.05)
+        return len(chunk)
+
+    monkeypatch.setattr(seed, "_seed_chunk", measure)
+    states = [SimpleNamespace(name=f"k{i}", trials=0, flops=float(i), weight=1) for i in range(20)]
+    tried = SimpleNamespace(name="tried", trials=3, flops=1e9, weight=1)
+    tunable = [(None, st) for st in [*states, tried]]
+    assert seed.seed_records(tunable, None, None, None, None) == 20
+    assert chunks[0] == [f"k{i}" for i in range(19, 11, -1)] and len(chunks) == 3  # tried tasks are not seeded
+    chunks.clear()
+    assert seed.seed_records(tunable, None, None, None, None, Deadline(time.time() + 0.07)) == seed.SEED_CHUNK
+    assert len(chunks) == 1

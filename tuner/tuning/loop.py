@@ -207,7 +207,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
         before = _trials_in_db(db_dir)
         progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
-        seed_records(run.tunable[:budget], target_spec, run.db, builder, runner)
+        seed_records(run.tunable[:budget], target_spec, run.db, builder, runner, run.deadline)
         progress.trials(_trials_in_db(db_dir) - before)
         spent = _trials_in_db(db_dir) - before
         _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
