@@ -67,11 +67,9 @@ def ConvertConvLayout(layout: str, lanes: int, sink: bool = True):  # noqa: N802
     import tvm
     from tvm import relax
 
-    from .transpose_sinking import sink_transposes as sunk
+    from .transpose_sinking import sink_transposes
 
-    def sink_transposes(mod):
-        return sunk(mod) if sink else mod
-
+    finish = sink_transposes if sink else (lambda converted: converted)
     desired = conv_layouts(layout, lanes)
 
     def transform(mod, _ctx):
@@ -83,7 +81,7 @@ def ConvertConvLayout(layout: str, lanes: int, sink: bool = True):  # noqa: N802
         # output): keep NCHW, and keep the "BlockBuilder destroyed" warning of the unwound pass off the terminal
         with quiet_native_stderr():
             try:
-                return sink_transposes(relax.transform.ConvertLayout(desired)(clip_to_min_max(mod)))
+                return finish(relax.transform.ConvertLayout(desired)(clip_to_min_max(mod)))
             except Exception as err:  # said in the manifest and the plan
                 from .errors import summarize_native_error
 
@@ -91,7 +89,7 @@ def ConvertConvLayout(layout: str, lanes: int, sink: bool = True):  # noqa: N802
         if layout == "nhwc":  # each conv on its own, between two transposes
             converted = convs_to_nhwc_one_by_one(mod)
             if not converted.same_as(mod):
-                return sink_transposes(converted).with_attr(LAYOUT_FALLBACK, f"{reason}; {ONE_BY_ONE}")
+                return finish(converted).with_attr(LAYOUT_FALLBACK, f"{reason}; {ONE_BY_ONE}")
         return mod.with_attr(LAYOUT_FALLBACK, f"{reason}; {STAY_NCHW}")
 
     return tvm.transform.module_pass(transform, opt_level=0, name="ConvertConvLayout")

@@ -1,6 +1,6 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
-    GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout + SinkTransposes
+    GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking)
     -> DecomposeOpsForInference -> CanonicalizeBindings
     -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
     -> [strategy kernel passes] -> FuseTIR

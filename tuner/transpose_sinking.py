@@ -18,6 +18,8 @@ both disappear.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 UNARY = (
@@ -31,13 +33,6 @@ REDUCTIONS = ("mean", "sum", "max", "min")
 # that match them (FuseTransposeMatmul)
 LAYOUT_PERMUTATIONS = ([0, 3, 1, 2], [0, 2, 3, 1])
 MAX_ROUNDS = 64  # each round moves every transpose at least one op; chains between convs are a few ops long
-
-
-def SinkTransposes():  # noqa: N802  (a pass, named as TVM names its passes)
-    """The pass form of `sink_transposes`."""
-    import tvm
-
-    return tvm.transform.module_pass(lambda mod, ctx: sink_transposes(mod), opt_level=0, name="SinkTransposes")
 
 
 def sink_transposes(mod):
@@ -62,14 +57,22 @@ def sink_transposes(mod):
 
 
 def _sink_once(func):
-    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+    from tvm.relax.dpl import rewrite_call
+
+    return rewrite_call(_movable_ops(), _Sinker(func).rewrite, func)
+
+
+@functools.cache
+def _movable_ops():
+    """One pattern matching a call of any op a transpose can move below."""
+    from tvm.relax.dpl import is_op, wildcard
 
     pattern = None
     for name in ("permute_dims", "concat", *UNARY, *BINARY, *POOLS, *REDUCTIONS):
         arity = 2 if name in BINARY else 1  # clip's bounds: matched by the trailing wildcard
         p = is_op(f"relax.{name}")(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
         pattern = p if pattern is None else pattern | p
-    return rewrite_call(pattern, _Sinker(func).rewrite, func)
+    return pattern
 
 
 class _Sinker:

@@ -214,8 +214,8 @@ class ProvenanceMatcher:
                     members.append(m)
                 elif isinstance(ib.value, relax.Var) and ib.value in env:
                     env[ib.var] = env[ib.value]
-                elif isinstance(ib.value, relax.TupleGetItem) and self._item(env, ib.value):
-                    env[ib.var] = self._item(env, ib.value)
+                elif isinstance(ib.value, relax.TupleGetItem) and (item := self._item(env, ib.value)):
+                    env[ib.var] = item
         result = inner.body.body
         if isinstance(result, relax.Tuple):  # a group with several outputs: main picks them with TupleGetItem
             outs = [env.get(f) for f in result.fields]
@@ -245,8 +245,8 @@ class ProvenanceMatcher:
                     self.to_unfused[b.var] = self.to_unfused[v]
                     self.gid[b.var] = self.gid.get(v, self.gid[b.var])
                     continue
-                if isinstance(v, relax.TupleGetItem) and self._item(self.to_unfused, v):
-                    self.to_unfused[b.var] = self._item(self.to_unfused, v)
+                if isinstance(v, relax.TupleGetItem) and (item := self._item(self.to_unfused, v)):
+                    self.to_unfused[b.var] = item
                     if isinstance(self.to_unfused.get(v.tuple_value), list):  # a slice of a merge
                         self.gid[b.var] = self.gid.get(v.tuple_value, self.gid[b.var])
                     continue
@@ -281,7 +281,8 @@ def _refine_provenance(unfused_main, prov) -> dict:
     from tvm import relax
 
     order = {ref.name: k for k, ref in enumerate(prov.nodes)}
-    bindings = [b.var.name for blk in unfused_main.body.blocks for b in blk.bindings]
+    all_bindings = [b for blk in unfused_main.body.blocks for b in blk.bindings]
+    bindings = [b.var.name for b in all_bindings]
     ids = _unique_ids(unfused_main)
     # "lv"/"gv" names are the ones passes invent; they may collide with importer-internal ones.
     known = {
@@ -289,11 +290,8 @@ def _refine_provenance(unfused_main, prov) -> dict:
         for v, i in zip(bindings, ids)
         if v in prov.by_var and prov.by_var[v].name in order and not re.fullmatch(r"[lg]v\d*", v)
     }
-    uid = dict(zip((b.var for blk in unfused_main.body.blocks for b in blk.bindings), ids))
-    reads = {  # binding id -> ids of the bindings it reads
-        i: [uid[a] for a in relax.analysis.free_vars(b.value) if a in uid]
-        for i, b in zip(ids, (b for blk in unfused_main.body.blocks for b in blk.bindings))
-    }
+    uid = {b.var: i for b, i in zip(all_bindings, ids)}
+    reads = {i: [uid[a] for a in relax.analysis.free_vars(b.value) if a in uid] for b, i in zip(all_bindings, ids)}
     present = {ref.name for ref in known.values()}
     result, pending, last, last_ref = {}, [], -1, None
     for v in ids + [None]:

@@ -38,9 +38,7 @@ def _seed_chunk(tunable, target_spec, db, builder, runner) -> int:
     target = target_spec.tvm_target()
     lanes = vector_lanes(target_spec)
     todo = []
-    for task, st in tunable:
-        if st.trials:
-            continue
+    for task, _ in tunable:
         sch = heuristic_schedule(task.dispatched[0]["main"], target, lanes)
         if sch is not None:
             todo.append((task, sch))
