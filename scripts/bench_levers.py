@@ -8,6 +8,7 @@
     +fast-math   + vectorisable exp/sigmoid/softmax approximations (NCHW convolutions)
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
     transposes kept  +nhwc with the layout transposes left where the conversion put them (tuner/transpose_sinking.py)
+    channels unpadded  +nhwc with convs' channel counts as they are (tuner/channel_padding.py)
     4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
                  labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     spec = resolve_target("llvm")
     threads = int(os.environ.setdefault("TVM_NUM_THREADS", str(spec.config.get("num-cores") or 1)))
     print(f"{spec.key}, {threads} threads")
-    print(f"{'model':16} {'variant':13} {'median ms':>10} {'vs ORT':>7} {'max abs err':>12}")
+    print(f"{'model':16} {'variant':17} {'median ms':>10} {'vs ORT':>7} {'max abs err':>12}")
     for name in args.models:
         path, shapes, consts = resolve(name)
         prepared = prepare_model(path, shapes or None, consts or None)
@@ -89,9 +90,10 @@ def main(argv=None) -> int:
         for layout in filter(None, args.layouts.split(",")):
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
-            if layout == "nhwc" and "transposes kept" not in args.skip.split(","):
-                kept = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, sink_transposes=False)
-                built["transposes kept"] = pack_weights(schedule_untuned(kept.mod, spec)[0], spec)
+            for label, lever in (("transposes kept", "sink_transposes"), ("channels unpadded", "pad_channels")):
+                if layout == "nhwc" and label not in args.skip.split(","):
+                    off = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, **{lever: False})
+                    built[label] = pack_weights(schedule_untuned(off.mod, spec)[0], spec)
             if layout == "nhwc":  # the default schedule's earlier tile recipes, one lever each
                 for label, recipe in EARLIER_RECIPES.items():
                     if label not in args.skip.split(","):
@@ -115,8 +117,8 @@ def main(argv=None) -> int:
         ort_ms = med["ort"]
         for k in vms:
             ms = med[k]
-            print(f"{name:16} {k:13} {ms:10.3f} {ms / ort_ms:7.2f} {errors[k]:12.2e}")
-        print(f"{name:16} {'ONNX Runtime':13} {ort_ms:10.3f} {1.0:7.2f}", flush=True)
+            print(f"{name:16} {k:17} {ms:10.3f} {ms / ort_ms:7.2f} {errors[k]:12.2e}")
+        print(f"{name:16} {'ONNX Runtime':17} {ort_ms:10.3f} {1.0:7.2f}", flush=True)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
-    GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking)
+    GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking) -> PadConvChannels
     -> DecomposeOpsForInference -> CanonicalizeBindings
     -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
     -> [strategy kernel passes] -> FuseTIR
@@ -13,6 +13,7 @@ before grouping, so each operator is its own kernel.
 from __future__ import annotations
 
 from .algebra import GraphAlgebra
+from .channel_padding import PadConvChannels
 from .fast_math import FastMath
 from .fusion import FusionStrategy
 from .layout import ConvertConvLayout, legalize_map, resolve_layout
@@ -29,9 +30,10 @@ def lower(
     fast_math: bool = True,
     layout: str = "auto",
     sink_transposes: bool = True,
+    pad_channels: bool = True,
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`,
-    `fast_math=False` and `sink_transposes=False` skip those levers (for their ablation in
+    `fast_math=False`, `sink_transposes=False` and `pad_channels=False` skip those levers (for their ablation in
     scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
@@ -44,6 +46,8 @@ def lower(
     layout = resolve_layout(layout, target_spec)
     if layout != "nchw":
         passes += [ConvertConvLayout(layout, vector_lanes(target_spec), sink=sink_transposes)]
+        if pad_channels:  # channels-last convs vectorise their channels: a count the lanes divide
+            passes += [PadConvChannels(vector_lanes(target_spec))]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already

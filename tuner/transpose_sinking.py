@@ -44,22 +44,31 @@ def sink_transposes(mod):
     for gv, func in mod.functions.items():
         if not isinstance(func, relax.Function):
             continue
-        new = func
+        new, changed = func, False
         for _ in range(MAX_ROUNDS):
-            moved = _sink_once(new)
-            if moved.same_as(new):
+            moved, moved_any = _sink_once(new)
+            if not moved_any:  # rewrite_call returns a new function even when nothing matched
                 break
-            new = relax.analysis.remove_all_unused(moved)
-        if not new.same_as(func):
+            new, changed = relax.analysis.remove_all_unused(moved), True
+        if changed:
             out = out.clone() if out is mod else out
             out[gv] = new
     return out
 
 
 def _sink_once(func):
+    """(func after one round, whether anything moved)."""
     from tvm.relax.dpl import rewrite_call
 
-    return rewrite_call(_movable_ops(), _Sinker(func).rewrite, func)
+    sinker, moved = _Sinker(func), []
+
+    def rewrite(expr, matches):
+        out = sinker.rewrite(expr, matches)
+        if not out.same_as(expr):
+            moved.append(out)
+        return out
+
+    return rewrite_call(_movable_ops(), rewrite, func), bool(moved)
 
 
 @functools.cache

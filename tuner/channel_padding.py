@@ -1,0 +1,202 @@
+"""Output channels padded to the vector width: a channels-last conv whose channel count the vector lanes do not
+divide computes a few zero filters more and drops them.
+
+    y = conv2d(x, W)                    O output channels, O % lanes != 0, at most 1/8 more work
+ -> y = strided_slice(conv2d(x, W'), C, 0:O)       W' = W with zero filters up to a multiple of the lanes
+
+The default schedule vectorises the output channels: 1000 channels on AVX-512 (16 lanes) take 8-lane vectors
+and cannot put vectors side by side, so SqueezeNet's 13x13 classifier conv (512 -> 1000) ran at 168 GFLOP/s
+where 1008 channels ran at 303 (timed alone, default schedules; docs/performance.md). The slice then moves below
+the per-channel element-wise ops that follow (bias, activation: their constants padded the same way), so they
+stay in the conv's kernel, and it ends before the first op it cannot pass (a pool, a reshape, the next conv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .transpose_sinking import BINARY, UNARY, _use_counts
+
+MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
+MAX_ROUNDS = 16  # each round moves every slice one op down; an epilogue is a few ops long
+
+
+def pad_conv_channels(mod, lanes: int):
+    """`mod` with its channels-last convs padded (see the module docstring); `mod` itself when none is."""
+    from tvm import relax
+    from tvm.relax.dpl import is_op, rewrite_call, wildcard
+
+    conv = is_op("relax.nn.conv2d")(wildcard(), wildcard())
+    out = mod
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        padder = _Padder(func, lanes)
+        new = rewrite_call(conv, padder.pad_conv, func)
+        if not padder.changed:  # rewrite_call rebuilds the function either way
+            continue
+        for _ in range(MAX_ROUNDS):
+            sinker = _Padder(new, lanes)
+            moved = rewrite_call(_elementwise_ops(), sinker.sink_slice, new)
+            if not sinker.changed:
+                break
+            new = relax.analysis.remove_all_unused(moved)
+        out = out.clone() if out is mod else out
+        out[gv] = new
+    return out
+
+
+def PadConvChannels(lanes: int):  # noqa: N802  (a pass, named as TVM names its passes)
+    import tvm
+
+    return tvm.transform.module_pass(
+        lambda mod, _ctx: pad_conv_channels(mod, lanes), opt_level=0, name="PadConvChannels"
+    )
+
+
+def _elementwise_ops():
+    from tvm.relax.dpl import is_op, wildcard
+
+    pattern = None
+    for name in (*UNARY, *BINARY):
+        arity = 2 if name in BINARY else 1
+        p = is_op(f"relax.{name}")(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
+        pattern = p if pattern is None else pattern | p
+    return pattern
+
+
+class _Padder:
+    def __init__(self, func, lanes: int):
+        from tvm import relax
+
+        self.lanes = lanes
+        self.changed = False
+        self.var2val = relax.analysis.get_var2val(func)
+        self.uses = _use_counts(func)
+        self.constant = set()  # variables computed from constants alone
+        for block in func.body.blocks:
+            for binding in block.bindings:
+                if all(v in self.constant for v in relax.analysis.free_vars(binding.value)):
+                    self.constant.add(binding.var)
+
+    def _value(self, arg):
+        from tvm import relax
+
+        return self.var2val.get(arg, arg) if isinstance(arg, relax.Var) else arg
+
+    def _is_constant(self, expr) -> bool:
+        import tvm
+
+        return isinstance(self._value(expr), tvm.ir.expr.Constant) or expr in self.constant
+
+    def pad_conv(self, expr, _matches):
+        from tvm import relax
+
+        if not isinstance(expr, relax.Call) or not self._is_constant(expr.args[1]):
+            return expr
+        a = expr.attrs
+        layout = str(a.out_layout or a.data_layout)
+        shape = _static_shape(expr)
+        if int(a.groups) != 1 or shape is None or not layout.endswith("C") or len(layout) != len(shape):
+            return expr
+        channels = shape[-1]
+        padded = -(-channels // self.lanes) * self.lanes
+        if padded == channels or padded - channels > MAX_EXTRA_WORK * channels:
+            return expr
+        o_axis = str(a.kernel_layout).index("O")
+        weight = _pad_axis(expr.args[1], o_axis, padded - channels)
+        conv = relax.Call(expr.op, [expr.args[0], weight], a, expr.ty_args)
+        self.changed = True
+        return _slice_channels(conv, len(shape), channels)
+
+    def sink_slice(self, expr, _matches):
+        """op(slice(y), c) -> slice(op(y, c padded)) for an element-wise op and a constant broadcast per channel."""
+        from tvm import relax
+
+        if not isinstance(expr, relax.Call):
+            return expr
+        binary = expr.op.name.removeprefix("relax.") in BINARY
+        args = list(expr.args)
+        sliced = [self._sliced(arg) for arg in args[: 2 if binary else 1]]
+        k = next((i for i, s in enumerate(sliced) if s is not None), None)
+        if k is None or (binary and sliced[1 - k] is not None):
+            return expr
+        y, channels = sliced[k]
+        if binary:
+            other = args[1 - k]
+            if not self._is_constant(other) or not _same_shape_as(expr, args[k]):
+                return expr  # the other operand is not a constant, or broadcasts the sliced one larger
+            args[1 - k] = _pad_operand(other, channels, _static_shape(y)[-1])
+            if args[1 - k] is None:
+                return expr
+        args[k] = y
+        self.changed = True
+        return _slice_channels(relax.Call(expr.op, args, expr.attrs, expr.ty_args), len(_static_shape(y)), channels)
+
+    def _sliced(self, arg):
+        """(y, channels) where `arg` is a slice of y's first channels (the last axis) read only here, else None."""
+        from tvm import relax
+
+        value = self._value(arg)
+        if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.strided_slice"):
+            return None
+        shape = _static_shape(value.args[0])
+        axes, begin, end = (_ints(value.args[i]) for i in (1, 2, 3))
+        if self.uses.get(arg, 0) != 1 or shape is None or len(value.args) > 4:  # strides given: not ours
+            return None
+        if axes != [len(shape) - 1] or begin != [0] or end is None:
+            return None
+        return value.args[0], end[0]
+
+
+def _ints(expr) -> list[int] | None:
+    """The integers of a Relax tuple of PrimValues (strided_slice's axes, begin, end), else None."""
+    from tvm import relax
+
+    if not isinstance(expr, relax.Tuple):
+        return None
+    try:
+        return [int(f.value) for f in expr.fields]
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _static_shape(expr) -> list[int] | None:
+    shape = getattr(expr.ty, "shape", None)
+    try:
+        return [int(d) for d in shape] if shape is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_shape_as(expr, arg) -> bool:
+    return _static_shape(expr) is not None and _static_shape(expr) == _static_shape(arg)
+
+
+def _slice_channels(expr, rank: int, channels: int):
+    """The first `channels` of the last of `rank` axes."""
+    from tvm import relax
+
+    return relax.op.strided_slice(expr, axes=[rank - 1], begin=[0], end=[channels])
+
+
+def _pad_axis(expr, axis: int, extra: int, fill: float = 0.0):
+    """`expr` (constant or computed from constants: folded at build time) with `extra` entries of `fill` appended
+    along `axis`."""
+    from tvm import relax
+
+    shape = _static_shape(expr)
+    shape[axis] = extra
+    dtype = str(expr.ty.dtype)
+    return relax.op.concat([expr, relax.const(np.full(shape, fill, dtype=dtype), dtype)], axis=axis)
+
+
+def _pad_operand(operand, channels: int, padded: int):
+    """A per-channel (or scalar) operand of an element-wise op, padded to `padded` channels; None when it does not
+    broadcast along the channels. The padded lanes are dropped; they hold ones, which no op divides by zero."""
+    shape = _static_shape(operand)
+    if shape is None or (shape and shape[-1] not in (1, channels)):
+        return None
+    if not shape or shape[-1] == 1:
+        return operand  # a scalar, or broadcast along the channels: valid for any count
+    return _pad_axis(operand, len(shape) - 1, padded - channels, fill=1.0)
