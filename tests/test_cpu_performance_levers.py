@@ -14,7 +14,7 @@ from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
 from tuner.tuning.default_schedule import heuristic_tiles
 from tuner.tuning.knobs import Knobs
-from tuner.tuning.recipes import DIVISOR_ROWS, FOUR_ROW_TILES, RECIPE, ROWS_OUTER, TWO_VECTORS
+from tuner.tuning.recipes import DIVISOR_ROWS, FOUR_ROW_TILES, RECIPE, ROWS_OUTER, THREE_VECTORS, TWO_VECTORS
 from tuner.tuning.rpc import evaluator_config, runner
 
 
@@ -96,6 +96,11 @@ def test_heuristic_tiles():
     nchw = [[1, 1, 1, 1], [512, 1, 1, 1], [508, 1, 1, 1], [1, 1, 1, 1], [256, 1], [5, 1], [1, 1]]
     assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [8, 1, 4, 16], [1, 127, 4, 1], [1, 1, 1, 1]]
     assert heuristic_tiles(nchw, lanes=16, recipe=TWO_VECTORS)[1] == [16, 1, 2, 16]
+    # 96 channels on the 27-wide stage (Inception v1): 3 rows, then 2 vectors side by side, not 3 (48 floats
+    # wide: LLVM built them lane by lane, 12x slower); the earlier recipe took 3
+    inception = [[1, 1, 1, 1], [27, 1, 1, 1], [27, 1, 1, 1], [96, 1, 1, 1], [1, 1], [1, 1], [192, 1]]
+    assert heuristic_tiles(inception, lanes=16, cores=2)[2:4] == [[9, 1, 3, 1], [3, 1, 2, 16]]
+    assert heuristic_tiles(inception, lanes=16, cores=2, recipe=THREE_VECTORS)[3] == [2, 1, 3, 16]
     # weights of 1 MiB or more: the column blocks are the parallel loop and the row blocks run inside it, each
     # block of weight columns staying in cache while every row uses it; as long as the parallel loop keeps 4 jobs
     # per core (a 1536-column matmul, 48 blocks: 16 cores keep the rows outside)

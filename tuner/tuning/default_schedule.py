@@ -133,6 +133,10 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
+def _pow2_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in (1, 2, 4, 8, 16) if d <= cap and n % d == 0)
+
+
 def heuristic_tiles(
     decisions: list[list[int]], lanes: int, registers: int = 32, recipe: TileRecipe = RECIPE, cores: int = 1
 ) -> list[list[int]]:
@@ -166,7 +170,8 @@ def heuristic_tiles(
             # few rows (508 = 4 x 127): more vectors side by side keep more accumulators in flight; each vector
             # column needs rows accumulators and one weight register
             cap = min(recipe.max_rows // 2, (registers - recipe.free_registers) // (rows + 1))
-            block[last] = _divisor_at_most(extents[last] // inner[last], cap)
+            divisor = _pow2_divisor_at_most if recipe.pow2_vectors else _divisor_at_most
+            block[last] = divisor(extents[last] // inner[last], cap)
     outer = {k: extents[k] // inner.get(k, 1) // block.get(k, 1) for k in spatial}
     second = {}
     reduction = _product(extents[k] for k in range(len(decisions)) if k not in spatial)

@@ -21,6 +21,9 @@ class TileRecipe:
     fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis
     vector_axis_divisible: bool = True  # the vector on the last axis a vector divides (an NCHW conv whose W is 1)
     grow_vectors: bool = True  # up to 4 vectors side by side when the rows are 4 or fewer
+    # ... and only 1, 2 or 4 of them: 3 vectors (48 floats wide) with 1-5 rows ran 10-20x slower, LLVM building
+    # vectors lane by lane (648 vinsertps in one kernel); 3 x 6 rows, 5 or 4 vectors were fine (timed alone)
+    pow2_vectors: bool = True
     whole_odd_rows: bool = True  # a row extent without a divisor near the cap (13, 17) whole, when registers allow
     weights_outer: bool = True  # reductions: the vector axis's tiles outermost, rows inside (see `_weights_outer`)
     jobs_per_core: int = 4  # parallel jobs that `weights_outer` leaves at least, per core
@@ -50,6 +53,7 @@ DRAWN_UNROLL = TileRecipe(unroll=None)  # MetaSchedule's random unroll depth, as
 EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pass over the output
 SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
 DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as before 2026-12-05
+THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side vectors, as before 2026-12-05
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -59,4 +63,5 @@ EARLIER_RECIPES = {
     "epilogue apart": EPILOGUE_APART,
     "scalar pools": SCALAR_POOLS,
     "divisor rows": DIVISOR_ROWS,
+    "3-vector tiles": THREE_VECTORS,
 }
