@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .transpose_sinking import BINARY, UNARY, _use_counts
+from .dataflow_facts import constant_vars, use_counts
+from .transpose_sinking import BINARY, UNARY
 
 MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
 MAX_ROUNDS = 16  # each round moves every slice one op down; an epilogue is a few ops long
@@ -72,12 +73,8 @@ class _Padder:
         self.lanes = lanes
         self.changed = False
         self.var2val = relax.analysis.get_var2val(func)
-        self.uses = _use_counts(func)
-        self.constant = set()  # variables computed from constants alone
-        for block in func.body.blocks:
-            for binding in block.bindings:
-                if all(v in self.constant for v in relax.analysis.free_vars(binding.value)):
-                    self.constant.add(binding.var)
+        self.uses = use_counts(func)
+        self.constant = constant_vars(func)
 
     def _value(self, arg):
         from tvm import relax

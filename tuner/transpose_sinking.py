@@ -22,6 +22,8 @@ import functools
 
 import numpy as np
 
+from .dataflow_facts import constant_vars, use_counts
+
 UNARY = (
     "abs", "astype", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "negative", "round", "rsqrt", "sigmoid",
     "sin", "sqrt", "square", "tanh", "nn.relu", "nn.gelu", "nn.gelu_tanh", "nn.silu", "nn.leakyrelu",
@@ -91,12 +93,8 @@ class _Sinker:
         from tvm import relax
 
         self.var2val = relax.analysis.get_var2val(func)
-        self.uses = _use_counts(func)
-        self.constant = set()  # variables computed from constants alone (weights made by ConstantOfShape, Reshape)
-        for block in func.body.blocks:
-            for binding in block.bindings:
-                if all(v in self.constant for v in relax.analysis.free_vars(binding.value)):
-                    self.constant.add(binding.var)
+        self.uses = use_counts(func)
+        self.constant = constant_vars(func)
 
     def rewrite(self, expr, _matches):
         from tvm import relax
@@ -226,23 +224,6 @@ class _Sinker:
         kept = [perm[i] for i in range(rank) if i not in axes]  # y's axes left, in the order the result needs
         order = [sorted(kept).index(k) for k in kept]
         return reduced if order == sorted(order) else _permute(reduced, order)
-
-
-def _use_counts(func) -> dict:
-    """How many bindings (and the function's result) read each variable."""
-    from tvm import relax
-
-    counts: dict = {}
-
-    def read(expr):
-        for var in relax.analysis.free_vars(expr):
-            counts[var] = counts.get(var, 0) + 1
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            read(binding.value)
-    read(func.body.body)
-    return counts
 
 
 def _permute(expr, perm):

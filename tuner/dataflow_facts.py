@@ -1,0 +1,33 @@
+"""Facts about a Relax function's bindings that graph rewrites ask before moving an op: how often each variable is
+read, and which variables are computed from constants alone (FoldConstant folds them at build time)."""
+
+from __future__ import annotations
+
+
+def use_counts(func) -> dict:
+    """How many bindings (and the function's result) read each variable."""
+    from tvm import relax
+
+    counts: dict = {}
+
+    def read(expr):
+        for var in relax.analysis.free_vars(expr):
+            counts[var] = counts.get(var, 0) + 1
+
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            read(binding.value)
+    read(func.body.body)
+    return counts
+
+
+def constant_vars(func) -> set:
+    """Variables computed from constants alone (weights made by ConstantOfShape, a reshape of a weight)."""
+    from tvm import relax
+
+    constant = set()
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            if all(v in constant for v in relax.analysis.free_vars(binding.value)):
+                constant.add(binding.var)
+    return constant
