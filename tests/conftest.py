@@ -88,3 +88,29 @@ def light(name):
     from devtools.zoo import light_models_dir
 
     return os.path.join(light_models_dir(), f"light_{name}.onnx")
+
+
+def save_onnx(path: str, nodes: list, inputs: dict, outputs: dict, initializers: list) -> str:
+    """A small opset-13 float32 ONNX model: `inputs`/`outputs` map names to shapes. Returns `path`."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def infos(shapes):
+        return [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in shapes.items()]
+
+    graph = helper.make_graph(nodes, os.path.basename(path), infos(inputs), infos(outputs), initializers)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def assert_matches_onnxruntime(executable, model: str, feed: dict, tol: float = 1e-4):
+    """The built executable's first output on `feed` (name -> array, in input order) against ONNX Runtime's."""
+    import numpy as np
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    got = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(v) for v in feed.values()])
+    got = (got[0] if not hasattr(got, "numpy") else got).numpy()
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

@@ -4,6 +4,7 @@ checked against ONNX Runtime."""
 
 import numpy as np
 import tvm
+from conftest import assert_matches_onnxruntime, save_onnx
 from tvm import relax
 
 from tuner.channel_padding import pad_conv_channels
@@ -93,8 +94,7 @@ def test_padded_head_computes_the_same():
 
 def _onnx_head(path: str, channels: int) -> str:
     """A SqueezeNet-style classifier head: Conv 3x3 -> Relu -> Conv 1x1 (channels) -> Relu -> GlobalAveragePool."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     def weight(name, *shape):
         return numpy_helper.from_array((RNG.standard_normal(shape) * 0.2).astype("float32"), name)
@@ -107,22 +107,12 @@ def _onnx_head(path: str, channels: int) -> str:
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("GlobalAveragePool", ["r1"], ["output"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "head",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 13, 13])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, channels, 1, 1])],
-        inits,
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return path
+    return save_onnx(path, nodes, {"input": (1, 3, 13, 13)}, {"output": (1, channels, 1, 1)}, inits)
 
 
 def test_onnx_head_builds_with_padded_channels_and_matches_onnxruntime(tmp_path):
     """Through the real pipeline (NHWC, default schedules, packed weights): the 1x1 conv computes a multiple of the
     target's lanes, and the output matches ONNX Runtime's."""
-    import onnxruntime as ort
-
     from tuner.build import build_prepared
     from tuner.fusion import get_strategy
     from tuner.ir import buffer_shapes, kernel_scripts
@@ -140,8 +130,6 @@ def test_onnx_head_builds_with_padded_channels_and_matches_onnxruntime(tmp_path)
         shape[-1] for script in kernel_scripts(built.fused_mod).values() for shape in buffer_shapes(script) if shape
     }
     assert padded in widths, widths
-    x = RNG.standard_normal((1, 3, 13, 13)).astype("float32")
-    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
-    got = relax.VirtualMachine(built.executable, tvm.cpu())["main"](tvm.runtime.tensor(x))
-    got = (got[0] if not hasattr(got, "numpy") else got).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_matches_onnxruntime(
+        built.executable, model, {"input": RNG.standard_normal((1, 3, 13, 13)).astype("float32")}
+    )

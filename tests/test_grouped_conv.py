@@ -3,7 +3,7 @@ grouped convs built through the real pipeline (NHWC, default schedules, packed w
 
 import numpy as np
 import pytest
-import tvm
+from conftest import assert_matches_onnxruntime, save_onnx
 from tvm import relax
 
 RNG = np.random.default_rng(0)
@@ -12,8 +12,7 @@ RNG = np.random.default_rng(0)
 def _grouped_model(path: str) -> str:
     """Grouped 1x1 (4 groups, 6 -> 28 channels each), grouped 3x3 stride 2 (2 groups, 56 -> 8), grouped 3x3
     dilated (8 groups of 2), a depthwise 3x3 (TOPI's compute) and a bias + ReLU after each."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     inits, nodes, x = [], [], "input"
     convs = [  # (out channels, in channels per group, kernel, groups, stride, dilation)
@@ -34,15 +33,7 @@ def _grouped_model(path: str) -> str:
             helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
         ]
         x = f"r{i}"
-    graph = helper.make_graph(
-        nodes,
-        "grouped",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 24, 14, 14])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 16, 7, 7])],
-        inits,
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return path
+    return save_onnx(path, nodes, {"input": (1, 24, 14, 14)}, {x: (1, 16, 7, 7)}, inits)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +42,6 @@ def grouped_model(tmp_path_factory):
 
 
 def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
-    import onnxruntime as ort
-
     from tuner.build import build_prepared
     from tuner.fusion import get_strategy
     from tuner.ir import kernel_scripts
@@ -65,11 +54,9 @@ def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
     for shape in ("T.int64(14), T.int64(14), T.int64(4), T.int64(28)", "T.int64(7), T.int64(7), T.int64(2), T.int64(8)",
                   "T.int64(7), T.int64(7), T.int64(8), T.int64(2)"):  # fmt: skip
         assert shape in scripts, shape
-    x = RNG.standard_normal((1, 24, 14, 14)).astype("float32")
-    want = ort.InferenceSession(grouped_model, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
-    got = relax.VirtualMachine(built.executable, tvm.cpu())["main"](tvm.runtime.tensor(x))
-    got = (got[0] if not hasattr(got, "numpy") else got).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_matches_onnxruntime(
+        built.executable, grouped_model, {"input": RNG.standard_normal((1, 24, 14, 14)).astype("float32")}
+    )
 
 
 def test_only_channels_last_grouped_convs_with_several_channels_per_group():

@@ -4,6 +4,7 @@ of the rewritten graph through real builds, and a held-out-style ONNX graph agai
 import numpy as np
 import pytest
 import tvm
+from conftest import assert_matches_onnxruntime, save_onnx
 from tvm import relax
 
 from tuner.algebra import drop_dropout
@@ -155,8 +156,7 @@ def test_dropout_alone_stops_convert_layout():
 
 def _onnx_inception_like(path):
     """The same graph as ONNX (Conv, Relu, Concat, Dropout, Mul/Add by [C,1,1] initializers, MaxPool)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     c = 8
     weights = {
@@ -180,20 +180,10 @@ def _onnx_inception_like(path):
         node("MaxPool", ["r"], ["p"], "pool", kernel_shape=[2, 2], strides=[2, 2]),
         node("Conv", ["p", "w1"], ["out"], "head", pads=[1] * 4),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "inception_like",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, c, 6, 6])],
-        inits,
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return path
+    return save_onnx(path, nodes, {"x": (1, 3, 12, 12)}, {"out": (1, c, 6, 6)}, inits)
 
 
 def test_onnx_graph_with_dropout_builds_in_nhwc_with_two_transposes_and_matches_onnxruntime(tmp_path):
-    import onnxruntime as ort
-
     from tuner.build import build_prepared
     from tuner.fusion import get_strategy
     from tuner.onnx_model import prepare_model
@@ -207,8 +197,4 @@ def test_onnx_graph_with_dropout_builds_in_nhwc_with_two_transposes_and_matches_
     plan = build_plan(model, target="llvm", fusion="tvm", layout="nhwc")
     transposes = [g.name for g in plan.groups if "transpose" in g.name or "permute" in g.name]
     assert len(transposes) == 2, [g.name for g in plan.groups]  # into NHWC at the input, out at the output
-    x = RNG.standard_normal((1, 3, 12, 12)).astype("float32")
-    got = relax.VirtualMachine(built.executable, tvm.cpu())["main"](tvm.runtime.tensor(x))
-    got = (got[0] if not hasattr(got, "numpy") else got).numpy()
-    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert_matches_onnxruntime(built.executable, model, {"x": RNG.standard_normal((1, 3, 12, 12)).astype("float32")})
