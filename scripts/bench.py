@@ -63,14 +63,15 @@ PACKAGES = ("untuned", "tuned", "unfused_tuned", "warm")
 def blocks(runners: dict, n_blocks: int, runs: int) -> dict:
     """Median ms of each runner over `n_blocks` alternating blocks of `runs` back-to-back runs, the first run of
     each block dropped (it pays the switch from the previous runner: idle or spinning workers, cold caches). The
-    order rotates from block to block: in a fixed order the runner after ONNX Runtime ran 1-4% slower than the
-    same module one place later (ORT's spinning threads outlast the dropped run; scripts/bench_levers.py)."""
+    order rotates from block to block (`tuner.stats.rotated`)."""
     import numpy as np
+
+    from tuner.stats import rotated
 
     times = {k: [] for k in runners}
     keys = list(runners)
     for b in range(n_blocks):
-        for k in keys[b % len(keys) :] + keys[: b % len(keys)]:
+        for k in rotated(keys, b):
             run = runners[k]
             run()
             for _ in range(runs):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dataflow_facts import constant_vars, use_counts
-from .transpose_sinking import BINARY, UNARY
+from .transpose_sinking import BINARY, UNARY, call_of_any
 
 MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
 MAX_ROUNDS = 16  # each round moves every slice one op down; an epilogue is a few ops long
@@ -38,7 +38,7 @@ def pad_conv_channels(mod, lanes: int):
             continue
         for _ in range(MAX_ROUNDS):
             sinker = _Padder(new, lanes)
-            moved = rewrite_call(_elementwise_ops(), sinker.sink_slice, new)
+            moved = rewrite_call(call_of_any((*UNARY, *BINARY)), sinker.sink_slice, new)
             if not sinker.changed:
                 break
             new = relax.analysis.remove_all_unused(moved)
@@ -53,17 +53,6 @@ def PadConvChannels(lanes: int):  # noqa: N802  (a pass, named as TVM names its 
     return tvm.transform.module_pass(
         lambda mod, _ctx: pad_conv_channels(mod, lanes), opt_level=0, name="PadConvChannels"
     )
-
-
-def _elementwise_ops():
-    from tvm.relax.dpl import is_op, wildcard
-
-    pattern = None
-    for name in (*UNARY, *BINARY):
-        arity = 2 if name in BINARY else 1
-        p = is_op(f"relax.{name}")(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
-        pattern = p if pattern is None else pattern | p
-    return pattern
 
 
 class _Padder:

@@ -5,6 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def rotated(names: list, i: int) -> list:
+    """`names` starting at position i (mod their count): the order of round i when timing runners side by side.
+    In a fixed order the runner right after ONNX Runtime ran 1-4% slower (its spinning threads outlast a warm-up
+    run; docs/performance.md), so every timing loop rotates."""
+    k = i % len(names)
+    return names[k:] + names[:k]
+
+
 def latency_stats(times_ms: list[float], wall_s: float | None = None) -> dict:
     """Summary of per-run latencies; with the wall time of the runs, their throughput too."""
     a = np.asarray(times_ms, dtype=np.float64)

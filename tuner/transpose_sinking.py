@@ -73,13 +73,18 @@ def _sink_once(func):
     return rewrite_call(_movable_ops(), rewrite, func), bool(moved)
 
 
-@functools.cache
 def _movable_ops():
     """One pattern matching a call of any op a transpose can move below."""
+    return call_of_any(("permute_dims", "concat", *UNARY, *BINARY, *POOLS, *REDUCTIONS))
+
+
+@functools.cache
+def call_of_any(names: tuple):
+    """One dataflow pattern matching a call of any of these Relax ops (BINARY ones with two operands), built once."""
     from tvm.relax.dpl import is_op, wildcard
 
     pattern = None
-    for name in ("permute_dims", "concat", *UNARY, *BINARY, *POOLS, *REDUCTIONS):
+    for name in names:
         arity = 2 if name in BINARY else 1  # clip's bounds: matched by the trailing wildcard
         p = is_op(f"relax.{name}")(*[wildcard() for _ in range(arity)], varg_default_wildcard=True)
         pattern = p if pattern is None else pattern | p

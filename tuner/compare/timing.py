@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import latency_stats
+from ..stats import latency_stats, rotated
 
 
 @dataclass
@@ -71,8 +71,8 @@ def interleaved_latency(
             fn()
     samples = {name: [] for name in timers}
     names = list(timers)
-    for i in range(repeat):  # the order rotates: whatever runs after ONNX Runtime pays for its spinning threads
-        for name in names[i % len(names) :] + names[: i % len(names)]:
+    for i in range(repeat):
+        for name in rotated(names, i):
             samples[name].append(timers[name]())
     return {name: {**latency_stats(s), "samples_ms": [round(x, 4) for x in s]} for name, s in samples.items()}
 

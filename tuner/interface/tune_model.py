@@ -150,7 +150,7 @@ def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | Non
     import numpy as np
 
     from ..runtime import Model, load
-    from ..stats import compare_latency
+    from ..stats import compare_latency, rotated
 
     m_tuned = load(package)
     m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
@@ -169,8 +169,8 @@ def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | Non
         runs["onnxruntime"] = lambda: [min(ort_run(), ort_run())]
     lat = {k: [] for k in runs}
     names = list(runs)
-    for i in range(6):  # the order rotates: whatever runs after ONNX Runtime pays for its spinning threads
-        for k in names[i % len(names) :] + names[: i % len(names)]:
+    for i in range(6):
+        for k in rotated(names, i):
             lat[k] += runs[k]()
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
