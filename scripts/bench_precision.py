@@ -34,7 +34,7 @@ def bench(name, target, fusion, repeat) -> dict:
     import tvm
 
     from tuner.build import build_prepared
-    from tuner.compare.timing import Runnable, interleaved_latency
+    from tuner.comparison.timing import Runnable, interleaved_latency
     from tuner.fusion import get_strategy
     from tuner.onnx_model import prepare_model
     from tuner.precision import get_precision

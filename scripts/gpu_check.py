@@ -252,7 +252,7 @@ def main(argv=None) -> int:
     step("float16_tensor_cores", half_precision)
 
     def compare():
-        from tuner.compare.driver import compare as run_compare
+        from tuner.comparison.driver import compare as run_compare
 
         doc = run_compare(
             first,

@@ -42,3 +42,14 @@ def test_api_errors_name_the_argument(mlp, tmp_path):
     with pytest.raises(TunerError, match="time_budget 'ten minutes'"):
         tuner.tune(mlp, str(tmp_path / "t.ftpkg"), time_budget="ten minutes", target="llvm", shapes=SHAPES)
     assert not os.path.exists(tmp_path / "t.ftpkg")
+
+
+def test_api_functions_survive_importing_every_submodule():
+    """`tuner.compare` stays the function once the report package is imported (it used to be shadowed by it)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(tuner.__path__, "tuner."):
+        if not info.name.startswith("tuner.cli.main"):
+            importlib.import_module(info.name)
+    assert callable(tuner.compare) and callable(tuner.tune) and callable(tuner.compile)

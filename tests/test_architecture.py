@@ -28,9 +28,9 @@ def test_modules_and_functions_stay_small():
 
 
 def test_passes_and_strategies_do_not_import_reports():
-    """Fusion, lowering, plan, tuning and build take their IR helpers from tuner.ir, never from compare/."""
+    """Fusion, lowering, plan, tuning and build take their IR helpers from tuner.ir, never from comparison/."""
     for sub in ("fusion", "plan", "tuning", "runtime"):
         for path in (TUNER / sub).rglob("*.py"):
-            assert "compare" not in "".join(
+            assert "comparison" not in "".join(
                 line for line in path.read_text().splitlines() if line.strip().startswith(("from ", "import "))
             ), path

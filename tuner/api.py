@@ -92,7 +92,7 @@ def compare(
     """`compare`: build `model` under each fusion strategy (untuned, and tuned with `trials` each or from `db`),
     measure what fusion changes and write report.md/html/json and plots to `output_dir`. Returns the report's
     document (`doc["verdict"]` is its one-line finding). `log` receives progress lines (silent by default)."""
-    from .compare.driver import compare as run_compare
+    from .comparison.driver import compare as run_compare
 
     return run_compare(
         model,

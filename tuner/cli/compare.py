@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..compare.driver import compare
+    from ..comparison.driver import compare
 
     con = common.console()
     doc = compare(

@@ -2,6 +2,6 @@
 
 check       check.check_model        compile     compile.compile_model
 run         run.run_package          tune-model  tune_model.tune_model
-plan        tuner.plan.build_plan     compare     tuner.compare.driver.compare
+plan        tuner.plan.build_plan     compare     tuner.comparison.driver.compare
 db          tuner.tuning.database (show, merge)
 """

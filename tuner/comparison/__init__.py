@@ -9,4 +9,4 @@ report.py   report.md / report.html / report.json / kernels.csv
 driver.py   the interface function `compare()` the CLI calls
 """
 
-# interface: tuner.compare.driver.compare
+# interface: tuner.comparison.driver.compare
