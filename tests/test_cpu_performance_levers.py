@@ -1,5 +1,6 @@
 """The CPU performance levers, checked on what they produce (no timing: that is scripts/bench.py's job)."""
 
+import dataclasses
 import json
 import os
 
@@ -14,7 +15,15 @@ from tuner.onnx_model import prepare_model
 from tuner.target import resolve_target
 from tuner.tuning.default_schedule import heuristic_tiles
 from tuner.tuning.knobs import Knobs
-from tuner.tuning.recipes import DIVISOR_ROWS, FOUR_ROW_TILES, RECIPE, ROWS_OUTER, THREE_VECTORS, TWO_VECTORS
+from tuner.tuning.recipes import (
+    DIVISOR_ROWS,
+    EIGHT_ROWS,
+    FOUR_ROW_TILES,
+    RECIPE,
+    ROWS_OUTER,
+    THREE_VECTORS,
+    TWO_VECTORS,
+)
 from tuner.tuning.rpc import evaluator_config, runner
 
 
@@ -67,8 +76,8 @@ def test_packed_and_default_scheduled_package_matches_onnxruntime(cnn, transform
 
 
 def test_heuristic_tiles():
-    # matmul (i=128, j=384, k=384) on AVX-512: j gets two 16-lane vectors innermost, i an 8-row block (16
-    # accumulators of 32 registers), k runs whole outside
+    # matmul (i=128, j=384, k=384) on AVX-512: j gets two 16-lane vectors innermost, i an 8-row block (the largest
+    # divisor of 128 within the 14 rows that fit beside two vectors in 32 registers), k runs whole outside
     assert heuristic_tiles([[1, 1, 128, 1], [2, 32, 6, 1], [12, 32]], lanes=16, registers=32) == [
         [16, 1, 8, 1],
         [12, 1, 2, 16],
@@ -83,9 +92,10 @@ def test_heuristic_tiles():
     nhwc = [[1, 1, 1, 1], [7, 1, 1, 1], [7, 1, 1, 1], [512, 1, 1, 1], [3, 1], [3, 1], [512, 1]]
     assert heuristic_tiles(nhwc, lanes=16, cores=2)[:4] == [[1, 1, 1, 1], [1, 7, 1, 1], [1, 1, 7, 1], [16, 1, 2, 16]]
     assert heuristic_tiles(nhwc, lanes=16, recipe=ROWS_OUTER)[1] == [7, 1, 1, 1]  # rows outermost, as before
-    # a 3-wide axis leaves rows to the axis before it
+    # a 3-wide axis leaves rows to the axis before it: 3 x 4 of the 14-row cap (3 x 2 of the earlier 8)
     narrow = [[1, 1, 1, 1], [12, 1, 1, 1], [3, 1, 1, 1], [32, 1, 1, 1]]
-    assert heuristic_tiles(narrow, lanes=16)[1:] == [[6, 1, 2, 1], [1, 1, 3, 1], [1, 1, 2, 16]]
+    assert heuristic_tiles(narrow, lanes=16)[1:] == [[3, 1, 4, 1], [1, 1, 3, 1], [1, 1, 2, 16]]
+    assert heuristic_tiles(narrow, lanes=16, recipe=EIGHT_ROWS)[1] == [6, 1, 2, 1]
     # 24 channels: an 8-lane vector, not a 12-lane one; no side-by-side vectors of partial width
     assert heuristic_tiles([[1, 1, 80, 1], [24, 1, 1, 1]], lanes=16)[1] == [3, 1, 1, 8]
     # an extent without a power-of-two divisor near the lanes takes the largest divisor that fits
@@ -96,11 +106,13 @@ def test_heuristic_tiles():
     nchw = [[1, 1, 1, 1], [512, 1, 1, 1], [508, 1, 1, 1], [1, 1, 1, 1], [256, 1], [5, 1], [1, 1]]
     assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [8, 1, 4, 16], [1, 127, 4, 1], [1, 1, 1, 1]]
     assert heuristic_tiles(nchw, lanes=16, recipe=TWO_VECTORS)[1] == [16, 1, 2, 16]
-    # 96 channels on the 27-wide stage (Inception v1): 3 rows, then 2 vectors side by side, not 3 (48 floats
-    # wide: LLVM built them lane by lane, 12x slower); the earlier recipe took 3
+    # 96 channels on the 27-wide stage (Inception v1): 9 rows of 2 vectors. With 8 rows at most (3 of 27), the
+    # vectors grow to 2 side by side, not 3 (48 floats wide: LLVM built them lane by lane, 12x slower)
     inception = [[1, 1, 1, 1], [27, 1, 1, 1], [27, 1, 1, 1], [96, 1, 1, 1], [1, 1], [1, 1], [192, 1]]
-    assert heuristic_tiles(inception, lanes=16, cores=2)[2:4] == [[9, 1, 3, 1], [3, 1, 2, 16]]
-    assert heuristic_tiles(inception, lanes=16, cores=2, recipe=THREE_VECTORS)[3] == [2, 1, 3, 16]
+    assert heuristic_tiles(inception, lanes=16, cores=2)[2:4] == [[3, 1, 9, 1], [3, 1, 2, 16]]
+    assert heuristic_tiles(inception, lanes=16, cores=2, recipe=EIGHT_ROWS)[2:4] == [[9, 1, 3, 1], [3, 1, 2, 16]]
+    three = dataclasses.replace(EIGHT_ROWS, pow2_vectors=THREE_VECTORS.pow2_vectors)
+    assert heuristic_tiles(inception, lanes=16, cores=2, recipe=three)[3] == [2, 1, 3, 16]
     # weights of 1 MiB or more: the column blocks are the parallel loop and the row blocks run inside it, each
     # block of weight columns staying in cache while every row uses it; as long as the parallel loop keeps 4 jobs
     # per core (a 1536-column matmul, 48 blocks: 16 cores keep the rows outside)
@@ -108,9 +120,13 @@ def test_heuristic_tiles():
     assert heuristic_tiles(wide, lanes=16, cores=2)[:2] == [[1, 16, 8, 1], [48, 1, 2, 16]]
     assert heuristic_tiles(wide, lanes=16, cores=16)[0] == [16, 1, 8, 1]
     # 64 channels (2 blocks) on the 56-wide stage with 3x3x64x64 weights scaled up: the 56 rows of h stay parallel,
-    # only the 7 blocks of w move inside
+    # only the 4 blocks of 14 rows of w move inside
     stage1 = [[1, 1, 1, 1], [56, 1, 1, 1], [56, 1, 1, 1], [64, 1, 1, 1], [3, 1], [3, 1], [64 * 8, 1]]
-    assert heuristic_tiles(stage1, lanes=16, cores=2)[1:4] == [[56, 1, 1, 1], [1, 7, 8, 1], [2, 1, 2, 16]]
+    assert heuristic_tiles(stage1, lanes=16, cores=2)[1:4] == [[56, 1, 1, 1], [1, 4, 14, 1], [2, 1, 2, 16]]
+    # the 14-wide stage (3x3x256x256): all 14 rows beside 2 vectors, 28 accumulators (8 rows: 7, 14 accumulators)
+    stage3 = [[1, 1, 1, 1], [14, 1, 1, 1], [14, 1, 1, 1], [256, 1, 1, 1], [3, 1], [3, 1], [256, 1]]
+    assert heuristic_tiles(stage3, lanes=16, cores=2)[2] == [1, 1, 14, 1]
+    assert heuristic_tiles(stage3, lanes=16, cores=2, recipe=EIGHT_ROWS)[2] == [1, 2, 7, 1]
     # small weights (a 1x1 conv from 64 to 256 channels, 64 KB) keep the rows outermost: moving them inside read the
     # input and the residual once per column block (ResNet-50's stage 1: 0.45 -> 0.62 ms)
     small = [[1, 1, 1, 1], [56, 1, 1, 1], [56, 1, 1, 1], [256, 1, 1, 1], [1, 1], [1, 1], [64, 1]]
@@ -122,7 +138,8 @@ def test_heuristic_tiles():
     # classifier conv's 1000 channels (8-lane vectors): 13 accumulators, not 1. AVX2's 16 registers keep the old tile
     odd = [[1, 1, 1, 1], [13, 1, 1, 1], [13, 1, 1, 1], [192, 1, 1, 1], [1, 1], [1, 1], [480, 1]]
     assert heuristic_tiles(odd, lanes=16, cores=2)[2:4] == [[1, 1, 13, 1], [6, 1, 2, 16]]
-    assert heuristic_tiles(odd, lanes=16, recipe=DIVISOR_ROWS)[2:4] == [[13, 1, 1, 1], [3, 1, 4, 16]]
+    divisor_rows = dataclasses.replace(EIGHT_ROWS, whole_odd_rows=DIVISOR_ROWS.whole_odd_rows)
+    assert heuristic_tiles(odd, lanes=16, recipe=divisor_rows)[2:4] == [[13, 1, 1, 1], [3, 1, 4, 16]]
     assert heuristic_tiles(odd, lanes=8, registers=16)[2:4] == [[13, 1, 1, 1], [6, 1, 4, 8]]
     classifier = [[1, 1, 1, 1], [13, 1, 1, 1], [13, 1, 1, 1], [1000, 1, 1, 1], [1, 1], [1, 1], [512, 1]]
     assert heuristic_tiles(classifier, lanes=16, cores=2)[2:4] == [[1, 1, 13, 1], [125, 1, 1, 8]]

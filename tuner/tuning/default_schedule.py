@@ -157,7 +157,8 @@ def heuristic_tiles(
         if len(spatial) > 1 and inner[last] == lanes:  # side-by-side vectors only of full width
             block[last] = _divisor_at_most(extents[last] // inner[last], recipe.max_vectors)
         budget = (registers - recipe.free_registers) // block.get(last, 1)  # accumulator rows that fit
-        rows_cap = min(recipe.max_rows, max(1, budget))
+        max_rows = recipe.rows(registers)
+        rows_cap = min(max_rows, max(1, budget))
         for i, k in enumerate(reversed([k for k in spatial if k != last])):  # the axis before the vector first
             block[k] = _divisor_at_most(extents[k], rows_cap)
             if recipe.whole_odd_rows and i == 0 and 2 * block[k] < rows_cap and extents[k] <= budget:
@@ -166,10 +167,10 @@ def heuristic_tiles(
             if rows_cap < 2 or not recipe.fill_outer_axes:
                 break
         rows = _product(block.get(k, 1) for k in spatial if k != last)
-        if recipe.grow_vectors and rows <= recipe.max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
+        if recipe.grow_vectors and rows <= max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
             # few rows (508 = 4 x 127): more vectors side by side keep more accumulators in flight; each vector
             # column needs rows accumulators and one weight register
-            cap = min(recipe.max_rows // 2, (registers - recipe.free_registers) // (rows + 1))
+            cap = min(max_rows // 2, (registers - recipe.free_registers) // (rows + 1))
             divisor = _pow2_divisor_at_most if recipe.pow2_vectors else _divisor_at_most
             block[last] = divisor(extents[last] // inner[last], cap)
     outer = {k: extents[k] // inner.get(k, 1) // block.get(k, 1) for k in spatial}

@@ -13,7 +13,10 @@ class TileRecipe:
     of them for FMA latency x issue width (Zen 4: 4 rows x 1 vector ran ResNet-50's late stages at ~55-105
     GFLOP/s, 8 x 2 at ~200). Each field's lever is measured in docs/performance.md."""
 
-    max_rows: int = 8
+    # rows of the register block; None: as many as the registers hold beside two vectors (14 with AVX-512), but at
+    # least 8. 14 against 8 on AVX-512, untuned, in the model: ResNet-50 1.07 -> 1.02 x ORT, Inception v1 0.73 ->
+    # 0.70, YOLOv8n 0.91 -> 0.86 (docs/performance.md); 28 rows beside one vector ran ResNet-50 at 1.15
+    max_rows: int | None = None
     max_vectors: int = 2  # side-by-side vectors of the contiguous axis
     free_registers: int = 4
     pow2_width: bool = True  # 24 channels on AVX-512: 8 lanes, not a 12-lane vector LLVM splits
@@ -41,6 +44,10 @@ class TileRecipe:
     # where they were left to ParallelizeVectorizeUnroll alone: the window innermost, scalar
     vector_pools: bool = True
 
+    def rows(self, registers: int) -> int:
+        """The cap on the register block's rows for an ISA with `registers` vector registers."""
+        return self.max_rows or max(8, (registers - self.free_registers) // 2)
+
 
 RECIPE = TileRecipe()
 FOUR_ROW_TILES = TileRecipe(  # before 2026-12
@@ -54,6 +61,7 @@ EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pas
 SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
 DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as before 2026-12-05
 THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side vectors, as before 2026-12-05
+EIGHT_ROWS = TileRecipe(max_rows=8)  # at most 8 rows with AVX-512 as well, as before 2026-12-06
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -64,4 +72,5 @@ EARLIER_RECIPES = {
     "scalar pools": SCALAR_POOLS,
     "divisor rows": DIVISOR_ROWS,
     "3-vector tiles": THREE_VECTORS,
+    "8-row tiles": EIGHT_ROWS,
 }
