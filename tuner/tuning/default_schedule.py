@@ -15,6 +15,7 @@ import types
 
 from ..ir import buffer_shapes, kernel_script
 from .recipes import RECIPE, TileRecipe
+from .row_kernels import row_schedule
 
 MAX_VECTOR_EXTENT = 64  # MetaSchedule's llvm default for ParallelizeVectorizeUnroll
 _REDUCTION = re.compile(r'T\.axis\.reduce|T\.axis\.remap\("S*R|T\.init\(\)')
@@ -283,7 +284,8 @@ def vector_lanes(target_spec) -> int:
 def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: TileRecipe = RECIPE):
     """The PrimFunc's schedule without search (a `tvm.s_tir.Schedule`), or None when MetaSchedule cannot schedule
     it: MetaSchedule's llvm design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll)
-    with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would."""
+    with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would; a
+    normalisation over the innermost axis (softmax, layer norm) row by row instead (`row_kernels`)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -299,6 +301,10 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
             num_threads=1,
             rand_state=seed,
         )
+    if recipe.row_kernels and (rows := row_schedule(func, lanes)) is not None:
+        rows.enter_postproc()
+        if all(p.apply(rows) for p in ctx.space_generator.postprocs):
+            return rows
     try:
         schedules = ctx.generate_design_space()
     except Exception:

@@ -43,6 +43,9 @@ class TileRecipe:
     # pooling blocks scheduled by `custom_rules.channels_innermost_pool` (NHWC: padding inlined, channels vectorised)
     # where they were left to ParallelizeVectorizeUnroll alone: the window innermost, scalar
     vector_pools: bool = True
+    # normalisations over the innermost axis (softmax, layer norm) row by row (`row_kernels.row_schedule`): each row
+    # in one parallel iteration, reductions vectorised through partial results, softmax's exp computed once
+    row_kernels: bool = True
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
@@ -61,6 +64,7 @@ EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pas
 SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
 DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as before 2026-12-05
 THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side vectors, as before 2026-12-05
+GENERIC_ROW_KERNELS = TileRecipe(row_kernels=False)  # softmax, layer norm by the generic rules, as before 2026-12-06
 EIGHT_ROWS = TileRecipe(max_rows=8)  # at most 8 rows with AVX-512 as well, as before 2026-12-06
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
@@ -73,4 +77,5 @@ EARLIER_RECIPES = {
     "divisor rows": DIVISOR_ROWS,
     "3-vector tiles": THREE_VECTORS,
     "8-row tiles": EIGHT_ROWS,
+    "generic row kernels": GENERIC_ROW_KERNELS,
 }
