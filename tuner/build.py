@@ -108,15 +108,21 @@ def lower_prepared(
     return Lowered(prepared, target_spec, strategy, fused, provenance, timings, layout)
 
 
-def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> tuple[object, dict | None, list[str]]:
-    """(scheduled module, database info, kernels on default schedules): tuned records first; then dlight on CUDA,
-    or on llvm the cheap CPU default schedule, weight packing, and serial loops in small kernels. The lowered
-    module is not modified."""
+def schedule(
+    lowered: Lowered, db_dir: str | None = None, skip=frozenset(), drop_records=frozenset()
+) -> tuple[object, dict | None, list[str]]:
+    """(scheduled module, database info, kernels on default schedules): tuned records first (except for the kernels
+    in `drop_records`); then dlight on CUDA, or on llvm the cheap CPU default schedule, weight packing, and serial
+    loops in small kernels. The lowered module is not modified."""
     fused, db_info, defaulted = lowered.mod, None, []
     if db_dir:
         from .tuning.database import apply_database
 
         fused, db_info = apply_database(fused, lowered.target, db_dir)
+        if drop_records:
+            fused = fused.clone()
+            for gv in [gv for gv in fused.functions if gv.name_hint in drop_records]:
+                fused[gv] = lowered.mod[gv.name_hint]  # unscheduled again: the default schedule takes it
     if lowered.target.is_gpu:
         return schedule_for_gpu(fused, lowered.target), db_info, defaulted
     from .lowering import pack_weights
@@ -130,16 +136,18 @@ def schedule(lowered: Lowered, db_dir: str | None = None, skip=frozenset()) -> t
         bad = _unbuildable(scheduled, defaulted, lowered.target)
         if not bad:
             raise
-        return schedule(lowered, db_dir, skip=set(skip) | bad)
+        return schedule(lowered, db_dir, skip=set(skip) | bad, drop_records=drop_records)
 
 
-def build_lowered(lowered: Lowered, db_dir: str | None = None, cuda_graph: bool = True) -> BuildResult:
+def build_lowered(
+    lowered: Lowered, db_dir: str | None = None, cuda_graph: bool = True, drop_records=frozenset()
+) -> BuildResult:
     """Schedule and compile; on CUDA the kernel sequence runs as CUDA graphs unless `cuda_graph=False` (the
-    A/B switch of scripts/gpu_check.py)."""
+    A/B switch of scripts/gpu_check.py). Kernels in `drop_records` keep their default schedule."""
     import tvm
 
     spec = lowered.target
-    fused, db_info, defaulted = schedule(lowered, db_dir)
+    fused, db_info, defaulted = schedule(lowered, db_dir, drop_records=drop_records)
     config = {}
     if spec.is_gpu:
         from .tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores
@@ -155,7 +163,7 @@ def build_lowered(lowered: Lowered, db_dir: str | None = None, cuda_graph: bool 
         except Exception:
             if not defaulted:
                 raise
-            fused, defaulted = _without_unbuildable_defaults(lowered, fused, defaulted, db_dir)
+            fused, defaulted = _without_unbuildable_defaults(lowered, fused, defaulted, db_dir, drop_records)
             with tvm.transform.PassContext(opt_level=3, config=config):
                 executable = tvm.compile(fused, target=spec.tvm_target(), relax_pipeline="default_build")
     except Exception as err:
@@ -197,13 +205,13 @@ def _unbuildable(fused, names: list[str], target_spec) -> set[str]:
     return bad
 
 
-def _without_unbuildable_defaults(lowered: Lowered, fused, defaulted: list[str], db_dir):
+def _without_unbuildable_defaults(lowered: Lowered, fused, defaulted: list[str], db_dir, drop_records=frozenset()):
     """A default schedule TVM cannot lower (seen on one ONNX Slice case): rebuild with those kernels as they were
     lowered."""
     bad = _unbuildable(fused, defaulted, lowered.target)
     if not bad:
         raise RuntimeError("the build failed, and not in a default-scheduled kernel")
-    fallback, _, kept = schedule(lowered, db_dir, skip=set(bad))
+    fallback, _, kept = schedule(lowered, db_dir, skip=set(bad), drop_records=drop_records)
     return fallback, kept
 
 

@@ -176,6 +176,13 @@ def render(summary) -> None:
             else ""
         )
     )
+    left_out = summary.get("records_left_out") or {}
+    if left_out:
+        worst = ", ".join(f"{k} {v['tuned_us']:.0f} vs {v['default_us']:.0f} µs" for k, v in list(left_out.items())[:3])
+        con.print(
+            f"records left out of the package (slower in the model than the default schedule; kept in the "
+            f"database): {len(left_out)}: {worst}" + (" ..." if len(left_out) > 3 else "")
+        )
     lat = summary.get("latency_ms")
     if lat:
         con.print(

@@ -67,23 +67,43 @@ def tune_model(
     if result.stopped == "interrupted":
         return summary
     progress.stage("build", f"{output}, tuned records from {db_dir}")
-    tuned = build_lowered(lowered, db_dir)
+    tuned, untuned, left_out = build_lowered(lowered, db_dir), None, {}
+    if measure_here and not spec.is_gpu:
+        tuned, untuned, left_out = _records_checked_in_model(lowered, db_dir, tuned, progress)
     manifest = write_build(tuned, output, time.perf_counter() - t0)
     summary.update(
         package=output,
         layout=lowered.layout,
-        applied=tuned.db_info["applied"],
+        applied=tuned.db_info["applied"] - len(left_out),
         kernels=tuned.db_info["kernels"],
         default_schedules=tuned.db_info["untuned"],
+        records_left_out={k: {"tuned_us": a, "default_us": b} for k, (a, b) in left_out.items()},
     )
     if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here
         summary["latency_ms"] = summary["verify"] = None
         summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
         return summary
     progress.stage("time", "untuned vs tuned" + (" vs ONNX Runtime, then verify" if verify else ""))
-    untuned = build_lowered(lowered)
+    untuned = untuned or build_lowered(lowered)
     summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
     return summary
+
+
+def _records_checked_in_model(lowered, db_dir, tuned, progress):
+    """(the tuned build less the records whose kernels ran slower in the model than their default schedule, the
+    default build, {kernel: (µs with the record, µs without)}); see tuning/in_model.py."""
+    from ..build import build_lowered
+    from ..runtime.inputs import make_inputs
+    from ..tuning.in_model import slower_in_model
+
+    untuned = build_lowered(lowered)
+    prepared = lowered.prepared
+    specs = [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+    slower = slower_in_model(tuned, untuned, list(make_inputs(specs).values()))
+    if slower:
+        progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
+        tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
+    return tuned, untuned, slower
 
 
 def _reference_stage(progress, model: str, prepared, spec) -> None:
