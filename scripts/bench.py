@@ -146,6 +146,7 @@ def bench_model(name, args, threads) -> dict:
         row[f"{label}_search_s"] = s.get("tune_seconds")  # the tuning loop alone: what the budget bounds
         row[f"{label}_trials"] = s["trials"]
         row[f"{label}_verify"] = bool(s.get("verify", {}).get("ok"))
+        row[f"{label}_left_out"] = len(s.get("records_left_out") or {})  # records slower in the model than default
         pkgs[label] = f"{out}/{label}.ftpkg"
     if "warm" in args.variants:  # a new database that starts from the curated schedules/ of this target
         t0 = time.time()

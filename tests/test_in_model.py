@@ -45,7 +45,8 @@ def test_a_record_slower_in_the_model_is_found_and_left_out(lucky_naive_record):
     slower = slower_in_model(tuned, default, feed)
     assert list(slower) == [kernel] and slower[kernel][0] > slower[kernel][1], slower
     rebuilt = build_lowered(lowered, db_dir, drop_records={kernel})
-    assert kernel in rebuilt.default_scheduled
+    assert kernel in rebuilt.default_scheduled and kernel in rebuilt.db_info["untuned"]
+    assert rebuilt.db_info["applied"] == tuned.db_info["applied"] - 1
     # the default build has no record to check
     assert slower_in_model(default, default, feed) == {}
 
@@ -59,3 +60,4 @@ def test_tune_model_packages_the_default_where_a_record_loses_in_the_model(cnn, 
     [times] = summary["records_left_out"].values()
     assert times["tuned_us"] > times["default_us"], summary
     assert summary["applied"] == 0 and summary["verify"]["ok"], summary
+    assert set(summary["records_left_out"]) <= set(summary["default_schedules"])

@@ -26,7 +26,8 @@ def tuned(tuned_mlp):
 def test_tuning_improves_latency_and_verifies(tuned):
     summary, db, pkg = tuned
     assert summary["trials"] == 16 and summary["stopped"] == "budget"
-    assert summary["applied"] >= 1 and summary["verify"]["ok"]
+    # records reached the build: applied, or checked in the model and left out as slower (tuning/in_model.py)
+    assert summary["applied"] + len(summary["records_left_out"]) >= 1 and summary["verify"]["ok"]
     # what tuning produced, not how fast it ran (timing belongs in benchmarks): measured records with finite
     # run times
     records = [json.loads(x) for x in open(os.path.join(db, D.RECORDS)) if x.strip()]
@@ -269,7 +270,7 @@ def test_tuning_measures_over_rpc_on_loopback(mlp, tmp_path):
         )  # fmt: skip
         assert r.returncode == 0, r.stderr
         summary = json.loads(r.stdout)
-        assert summary["trials"] == 8 and summary["applied"] >= 1
+        assert summary["trials"] == 8 and summary["applied"] + len(summary["records_left_out"]) >= 1
         assert any(t["best_ms"] for t in summary["tasks"])  # measured remotely, recorded here
         # a key nobody serves: refused before any work, naming the keys that are there
         nobody = spec.rsplit(":", 1)[0] + ":nobody"
@@ -317,7 +318,7 @@ def test_rpc_uses_every_server_and_survives_one_killed(mlp, tmp_path):
         out, err = tune.communicate(timeout=600)  # every wait has a timeout: this one must end
         assert tune.returncode == 0, err
         summary = json.loads(out)
-        assert summary["trials"] >= 30 and summary["applied"] >= 1
+        assert summary["trials"] >= 30 and summary["applied"] + len(summary["records_left_out"]) >= 1
         db_, _, _ = D.open_database(db)
         secs = [float(s) for rec in db_.get_all_tuning_records() for s in (rec.run_secs or [])]
         results = [s for s in secs if s < 1e9]  # MetaSchedule writes 1e10 for a failed measurement

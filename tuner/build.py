@@ -121,8 +121,11 @@ def schedule(
         fused, db_info = apply_database(fused, lowered.target, db_dir)
         if drop_records:
             fused = fused.clone()
-            for gv in [gv for gv in fused.functions if gv.name_hint in drop_records]:
+            dropped = [gv for gv in fused.functions if gv.name_hint in drop_records]
+            for gv in dropped:
                 fused[gv] = lowered.mod[gv.name_hint]  # unscheduled again: the default schedule takes it
+            db_info["applied"] -= len(dropped)
+            db_info["untuned"] = sorted({*db_info["untuned"], *(gv.name_hint for gv in dropped)})
     if lowered.target.is_gpu:
         return schedule_for_gpu(fused, lowered.target), db_info, defaulted
     from .lowering import pack_weights
