@@ -97,9 +97,7 @@ def _records_checked_in_model(lowered, db_dir, tuned, progress):
     from ..tuning.in_model import slower_in_model
 
     untuned = build_lowered(lowered)
-    prepared = lowered.prepared
-    specs = [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
-    slower = slower_in_model(tuned, untuned, list(make_inputs(specs).values()))
+    slower = slower_in_model(tuned, untuned, list(make_inputs(_input_specs(lowered.prepared)).values()))
     if slower:
         progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
         tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
@@ -113,9 +111,8 @@ def _reference_stage(progress, model: str, prepared, spec) -> None:
     from ..reference import onnxruntime_timer
     from ..runtime.inputs import make_inputs
 
-    specs = [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
     try:
-        run = onnxruntime_timer(model, make_inputs(specs), spec.config.get("num-cores"))
+        run = onnxruntime_timer(model, make_inputs(_input_specs(prepared)), spec.config.get("num-cores"))
         run()
         ms = float(np.median([run() for _ in range(5)]))
     except Exception as err:  # ONNX Runtime cannot run it: verification will say so; tuning goes on
@@ -123,6 +120,11 @@ def _reference_stage(progress, model: str, prepared, spec) -> None:
         return
     progress.reference_ms = ms
     progress.stage("reference", f"ONNX Runtime {ms:.3f} ms (the line to beat)")
+
+
+def _input_specs(prepared) -> list[dict]:
+    """The model's inputs as `runtime.inputs.make_inputs` takes them."""
+    return [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
 
 
 def _check_measurement(spec, knobs) -> bool:

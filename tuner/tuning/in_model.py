@@ -27,6 +27,7 @@ def slower_in_model(tuned, default, feed: list[np.ndarray], rounds: int = ROUNDS
     from tvm.runtime.vm import VirtualMachine
 
     from ..runtime.profile import profile_calls
+    from ..stats import rotated
 
     records = _kernels_with_records(tuned)
     if not records:
@@ -37,7 +38,7 @@ def slower_in_model(tuned, default, feed: list[np.ndarray], rounds: int = ROUNDS
     symbols = {s for k in records for s in (k, k + PACKED)}  # a kernel whose weights are packed is renamed
     times = {name: {} for name in vms}
     for i in range(rounds):
-        for name in list(vms) if i % 2 == 0 else list(vms)[::-1]:  # turns alternate: drift falls on both alike
+        for name in rotated(list(vms), i):  # turns alternate: drift falls on both builds alike
             vm = vms[name]
             for symbol, row in profile_calls(vm, device, lambda vm=vm: vm["main"](*args), RUNS, symbols).items():
                 times[name].setdefault(symbol.removesuffix(PACKED), []).append(row["total_us"])
