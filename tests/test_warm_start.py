@@ -48,6 +48,8 @@ def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
     r = run_cli("db", "curate", str(lib / key), db, "-o", str(tmp_path / "again"), "--top-k", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["records"] == curated["records"] and sorted(os.listdir(lib / key)) == before
+    # the manifest names the sources as given, not the temporary copies the library was expanded into
+    assert D.read_manifest(str(tmp_path / "again"))["curated_from"] == sorted([str(lib / key), db])
 
     # auto finds the library through FUSION_TUNER_SCHEDULES; 2 trials cannot re-find what 16 found
     out = tmp_path / "warm"

@@ -154,7 +154,7 @@ def curate(sources: list[str], dst: str, top_k: int = TOP_K) -> dict:
             opened.append(_opened(src, os.path.join(tmp, f"src{k}")))
         out = os.path.join(tmp, "out")
         os.makedirs(out)
-        doc = _curate_into(opened, out, target_spec, top_k)
+        doc = _curate_into(opened, out, target_spec, top_k, names=sources)
         for name in (D.WORKLOADS, D.RECORDS):
             _xz(os.path.join(out, name), os.path.join(dst, name + XZ))
         for name in (D.MANIFEST, D.COST_MODEL):
@@ -170,7 +170,8 @@ def _xz(src: str, dst: str) -> None:
         shutil.copyfileobj(f_in, f_out)
 
 
-def _curate_into(sources, dst, target_spec, top_k) -> dict:
+def _curate_into(sources, dst, target_spec, top_k, names=None) -> dict:
+    """`names`: the sources as the user named them (`sources` may be their expanded copies)."""
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
@@ -196,7 +197,7 @@ def _curate_into(sources, dst, target_spec, top_k) -> dict:
             )
             n += 1
     manifest = D.new_manifest(target_spec, "any")
-    manifest["curated_from"] = sorted(sources)
+    manifest["curated_from"] = sorted(names or sources)
     D.write_manifest(dst, manifest)
     richest = max(sizes, key=sizes.get) if sizes else None
     if richest and os.path.exists(os.path.join(richest, D.COST_MODEL)):
