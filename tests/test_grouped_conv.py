@@ -1,5 +1,7 @@
-"""Grouped convolutions with the group as a loop of its own (tuner/grouped_conv.py): ShuffleNet- and ResNeXt-style
+"""Grouped convolutions computed per group, the group an axis (tuner/grouped_conv.py): ShuffleNet- and ResNeXt-style
 grouped convs built through the real pipeline (NHWC, default schedules, packed weights) against ONNX Runtime."""
+
+import re
 
 import numpy as np
 import pytest
@@ -49,11 +51,20 @@ def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
     from tuner.target import resolve_target
 
     built = build_prepared(prepare_model(grouped_model), resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
-    scripts = "\n".join(kernel_scripts(built.fused_mod).values())
-    # the grouped convs' results as (n, y, x, group, channel): the three grouped convs, not the depthwise one
-    for shape in ("T.int64(14), T.int64(14), T.int64(4), T.int64(28)", "T.int64(7), T.int64(7), T.int64(2), T.int64(8)",
+    scripts = kernel_scripts(built.fused_mod)
+    grouped = {name: s for name, s in scripts.items() if "group_conv2d_nhwc" in name}
+    # the three grouped convs (not the depthwise one) compute (n, y, x, group, channel), the first one's 28 channels
+    # per group padded to 32, and the bias and ReLU on that shape on the conv's tiles, with the slice back to 28
+    # (one parallel loop holds the 1x1 conv's every block)
+    for shape in ("T.int64(14), T.int64(14), T.int64(4), T.int64(32)", "T.int64(7), T.int64(7), T.int64(2), T.int64(8)",
                   "T.int64(7), T.int64(7), T.int64(8), T.int64(2)"):  # fmt: skip
-        assert shape in scripts, shape
+        allocated = f"nhwc_intermediate = T.sblock_alloc_buffer((T.int64(1), {shape}))"
+        assert sum(allocated in s for s in grouped.values()) == 1, shape
+    assert len(grouped) == 3 and all("_add" in name and "_relu" in name for name in grouped)
+    one_by_one = next(s for s in grouped.values() if "T.int64(4), T.int64(32)))" in s)
+    assert one_by_one.count("T.parallel(") == 1 and 'T.sblock("T_strided_slice_with_axes")' in one_by_one
+    # the reshapes back to (n, y, x, channels) run as views: no kernel copies them
+    assert not any("reshape" in site.kernel for site in built.kernels), [site.kernel for site in built.kernels]
     assert_matches_onnxruntime(
         built.executable, grouped_model, {"input": RNG.standard_normal((1, 24, 14, 14)).astype("float32")}
     )
@@ -75,3 +86,54 @@ def test_only_channels_last_grouped_convs_with_several_channels_per_group():
     assert not is_grouped_nhwc(*attrs(1, 16))  # dense
     assert not is_grouped_nhwc(*attrs(16, 1))  # depthwise: TOPI's compute vectorises it already
     assert not is_grouped_nhwc(*attrs(4, 4, "NCHW", "OIHW"))
+
+
+def _residual_model(path: str) -> str:
+    """A ShuffleNet unit's tail: grouped 1x1 (4 groups of 12 channels) + bias, residual add, ReLU, then a second
+    grouped 1x1 + bias: 12 channels per group are padded to a whole vector (16 on AVX-512 and AVX2 alike)."""
+    from onnx import helper, numpy_helper
+
+    inits = []
+    for i in range(2):
+        inits += [
+            numpy_helper.from_array((RNG.standard_normal((48, 12, 1, 1)) * 0.3).astype("float32"), f"w{i}"),
+            numpy_helper.from_array(RNG.standard_normal(48).astype("float32"), f"b{i}"),
+        ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w0", "b0"], ["c0"], group=4),
+        helper.make_node("Add", ["c0", "input"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r"]),
+        helper.make_node("Conv", ["r", "w1", "b1"], ["y"], group=4),
+    ]
+    return save_onnx(path, nodes, {"input": (1, 48, 8, 8)}, {"y": (1, 48, 8, 8)}, inits)
+
+
+def test_groups_padded_to_whole_vectors_with_the_residual_add_on_the_tiles(tmp_path):
+    from tuner.build import build_prepared
+    from tuner.fusion import get_strategy
+    from tuner.ir import kernel_scripts
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+
+    model = _residual_model(str(tmp_path / "residual.onnx"))
+    built = build_prepared(prepare_model(model), resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
+    grouped = {name: s for name, s in kernel_scripts(built.fused_mod).items() if "group_conv2d_nhwc" in name}
+    assert len(grouped) == 2
+    # each computes 4 groups of 16 channels, 4 of them zero filters, and keeps the first 12 of each group
+    for s in grouped.values():
+        assert (
+            "nhwc_intermediate = T.sblock_alloc_buffer((T.int64(1), T.int64(8), T.int64(8), T.int64(4), T.int64(16)))"
+            in s
+        )
+    # the residual add and the ReLU fused onto the first conv, on its padded channels (the input reshaped and
+    # padded to match)
+    assert any(re.search(r"group_conv2d_nhwc\d*_add\d*_add\d*_relu", name) for name in grouped), list(grouped)
+    assert_matches_onnxruntime(built.executable, model, {"input": RNG.standard_normal((1, 48, 8, 8)).astype("float32")})
+
+
+def test_padded_group_rounds_up_to_whole_vectors_within_half_again():
+    from tuner.grouped_conv import padded_group
+
+    assert [padded_group(c, 16) for c in (28, 34, 68, 136, 32, 4, 8, 12)] == [32, 48, 80, 144, 32, 4, 8, 16]
+    assert [padded_group(c, 8) for c in (28, 34, 4, 6)] == [32, 40, 4, 8]
+    assert padded_group(34, None) == 34  # the channels-unpadded ablation

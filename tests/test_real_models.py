@@ -71,7 +71,7 @@ def test_silero_vad_builds_once_its_sample_rate_is_pinned(real_models, tmp_path)
     _verify(m.path, tmp_path, "tvm", m.shapes, m.consts)
 
 
-@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet"])  # the two horizontal regressions
+@pytest.mark.parametrize("name", ["squeezenet", "bvlc_alexnet", "shufflenet"])  # two horizontal regressions; groups
 def test_light_model_every_strategy_matches_onnxruntime(name, tmp_path):
     kernels = {f: _verify(light(name), tmp_path, f) for f in STRATEGIES}
     assert all(kernels[f] < kernels["none"] for f in STRATEGIES[1:]), kernels

@@ -152,8 +152,8 @@ def _bound(arg) -> float:
 
 def legalize_map() -> dict:
     """LegalizeOps overrides: TVM 0.27 legalizes conv2d only in 4-D layouts; a blocked one becomes TOPI's
-    `conv2d_NCHWc` (the compute its x86 schedules were written for), a grouped NHWC one our compute with the group
-    as its own loop (tuner/grouped_conv.py)."""
+    `conv2d_NCHWc` (the compute its x86 schedules were written for). (Grouped NHWC convs are kernels of their own
+    before this: tuner/grouped_conv.py.)"""
     return {"relax.nn.conv2d": _legalize_conv2d}
 
 
@@ -161,21 +161,7 @@ def _legalize_conv2d(bb, call):
     from tvm import topi
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
-    from .grouped_conv import grouped_conv2d_nhwc, is_grouped_nhwc
-
     attrs = call.attrs
-    if is_grouped_nhwc(attrs, call.args[1].ty.shape):
-        return bb.call_te(
-            grouped_conv2d_nhwc,
-            call.args[0],
-            call.args[1],
-            strides=list(attrs.strides),
-            padding=list(attrs.padding),
-            dilation=list(attrs.dilation),
-            groups=int(attrs.groups),
-            out_dtype=_out_dtype(call),
-            primfunc_name_hint="group_conv2d_nhwc",
-        )
     if len(attrs.data_layout) == 4 or int(attrs.groups) != 1 or attrs.data_layout != attrs.out_layout:
         return _nn_conv2d(bb, call)
     return bb.call_te(

@@ -16,6 +16,7 @@ from .algebra import GraphAlgebra
 from .channel_padding import PadConvChannels
 from .fast_math import FastMath
 from .fusion import FusionStrategy
+from .grouped_conv import GroupConvsByGroup
 from .layout import ConvertConvLayout, legalize_map, resolve_layout
 from .tuning.default_schedule import vector_lanes
 
@@ -48,6 +49,8 @@ def lower(
         passes += [ConvertConvLayout(layout, vector_lanes(target_spec), sink=sink_transposes)]
         if pad_channels:  # channels-last convs vectorise their channels: a count the lanes divide
             passes += [PadConvChannels(vector_lanes(target_spec))]
+        # grouped NHWC convs: the group an axis of the kernel's result, its channels padded as the convs' are
+        passes += [GroupConvsByGroup(vector_lanes(target_spec) if pad_channels else None)]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
