@@ -107,9 +107,8 @@ def GroupConvsByGroup(lanes: int | None = None):  # noqa: N802  (a pass, named a
 def padded_group(channels: int, lanes: int | None) -> int:
     """Channels per group to compute: the next multiple of the lanes when that adds at most half (28 -> 32, 34 ->
     48, 68 -> 80, 136 -> 144 with AVX-512; ResNeXt's 4 stay 4). The default schedule vectorises a group's
-    channels by a divisor of their count: 34 took 2-lane vectors. Light ShuffleNet, untuned (profiles summed, one
-    run): unpadded 4.9 ms, padded to multiples of half the lanes where the vector was narrower than that 3.6,
-    padded to whole vectors wherever the lanes did not divide the count 3.2 (docs/performance.md)."""
+    channels by a divisor of their count: 34 took 2-lane vectors. Light ShuffleNet untuned, whole-model medians:
+    unpadded 4.95 ms, padded to multiples of half the lanes 3.5-3.8, to whole vectors 2.9-3.0 (docs/performance.md)."""
     if not lanes or channels % lanes == 0:
         return channels
     padded = -(-channels // lanes) * lanes
