@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dataflow_facts import constant_vars, use_counts
+from .dataflow_facts import constant_vars, static_shape, tuple_ints, use_counts
 from .transpose_sinking import BINARY, UNARY, call_of_any
 
 MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
@@ -82,7 +82,7 @@ class _Padder:
             return expr
         a = expr.attrs
         layout = str(a.out_layout or a.data_layout)
-        shape = _static_shape(expr)
+        shape = static_shape(expr)
         if int(a.groups) != 1 or shape is None or not layout.endswith("C") or len(layout) != len(shape):
             return expr
         channels = shape[-1]
@@ -112,12 +112,12 @@ class _Padder:
             other = args[1 - k]
             if not self._is_constant(other) or not _same_shape_as(expr, args[k]):
                 return expr  # the other operand is not a constant, or broadcasts the sliced one larger
-            args[1 - k] = _pad_operand(other, channels, _static_shape(y)[-1])
+            args[1 - k] = _pad_operand(other, channels, static_shape(y)[-1])
             if args[1 - k] is None:
                 return expr
         args[k] = y
         self.changed = True
-        return _slice_channels(relax.Call(expr.op, args, expr.attrs, expr.ty_args), len(_static_shape(y)), channels)
+        return _slice_channels(relax.Call(expr.op, args, expr.attrs, expr.ty_args), len(static_shape(y)), channels)
 
     def _sliced(self, arg):
         """(y, channels) where `arg` is a slice of y's first channels (the last axis) read only here, else None."""
@@ -126,8 +126,8 @@ class _Padder:
         value = self._value(arg)
         if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.strided_slice"):
             return None
-        shape = _static_shape(value.args[0])
-        axes, begin, end = (_ints(value.args[i]) for i in (1, 2, 3))
+        shape = static_shape(value.args[0])
+        axes, begin, end = (tuple_ints(value.args[i]) for i in (1, 2, 3))
         if self.uses.get(arg, 0) != 1 or shape is None or len(value.args) > 4:  # strides given: not ours
             return None
         if axes != [len(shape) - 1] or begin != [0] or end is None:
@@ -135,28 +135,8 @@ class _Padder:
         return value.args[0], end[0]
 
 
-def _ints(expr) -> list[int] | None:
-    """The integers of a Relax tuple of PrimValues (strided_slice's axes, begin, end), else None."""
-    from tvm import relax
-
-    if not isinstance(expr, relax.Tuple):
-        return None
-    try:
-        return [int(f.value) for f in expr.fields]
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
-def _static_shape(expr) -> list[int] | None:
-    shape = getattr(expr.ty, "shape", None)
-    try:
-        return [int(d) for d in shape] if shape is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _same_shape_as(expr, arg) -> bool:
-    return _static_shape(expr) is not None and _static_shape(expr) == _static_shape(arg)
+    return static_shape(expr) is not None and static_shape(expr) == static_shape(arg)
 
 
 def _slice_channels(expr, rank: int, channels: int):
@@ -171,7 +151,7 @@ def _pad_axis(expr, axis: int, extra: int, fill: float = 0.0):
     along `axis`."""
     from tvm import relax
 
-    shape = _static_shape(expr)
+    shape = static_shape(expr)
     shape[axis] = extra
     dtype = str(expr.ty.dtype)
     return relax.op.concat([expr, relax.const(np.full(shape, fill, dtype=dtype), dtype)], axis=axis)
@@ -180,7 +160,7 @@ def _pad_axis(expr, axis: int, extra: int, fill: float = 0.0):
 def _pad_operand(operand, channels: int, padded: int):
     """A per-channel (or scalar) operand of an element-wise op, padded to `padded` channels; None when it does not
     broadcast along the channels. The padded lanes are dropped; they hold ones, which no op divides by zero."""
-    shape = _static_shape(operand)
+    shape = static_shape(operand)
     if shape is None or (shape and shape[-1] not in (1, channels)):
         return None
     if not shape or shape[-1] == 1:

@@ -1,5 +1,6 @@
 """Facts about a Relax function's bindings that graph rewrites ask before moving an op: how often each variable is
-read, and which variables are computed from constants alone (FoldConstant folds them at build time)."""
+read, which variables are computed from constants alone (FoldConstant folds them at build time), an expression's
+static shape, and the integers of an op's tuple argument."""
 
 from __future__ import annotations
 
@@ -31,3 +32,24 @@ def constant_vars(func) -> set:
             if all(v in constant for v in relax.analysis.free_vars(binding.value)):
                 constant.add(binding.var)
     return constant
+
+
+def static_shape(expr) -> list[int] | None:
+    """The shape of a tensor expression when every dimension is known, else None."""
+    shape = getattr(expr.ty, "shape", None)
+    try:
+        return [int(d) for d in shape] if shape is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def tuple_ints(expr) -> list[int] | None:
+    """The integers of a Relax tuple of PrimValues (strided_slice's axes, begin, end, strides), else None."""
+    from tvm import relax
+
+    if not isinstance(expr, relax.Tuple):
+        return None
+    try:
+        return [int(f.value) for f in expr.fields]
+    except (AttributeError, TypeError, ValueError):
+        return None

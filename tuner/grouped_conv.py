@@ -22,7 +22,7 @@ already vectorises them.
 
 from __future__ import annotations
 
-from .dataflow_facts import use_counts
+from .dataflow_facts import static_shape, tuple_ints, use_counts
 from .transpose_sinking import BINARY, UNARY, call_of_any
 
 MAX_ROUNDS = 16  # each round moves every reshape one op down; an epilogue is a few ops long
@@ -130,9 +130,9 @@ class _Grouper:
 
         if not isinstance(expr, relax.Call) or not is_grouped_nhwc(expr.attrs, expr.args[1].ty.shape):
             return expr
-        shape = _static_shape(expr)
+        shape = static_shape(expr)
         data, weight = expr.args
-        if shape is None or _static_shape(data) is None or _static_shape(weight) is None:
+        if shape is None or static_shape(data) is None or static_shape(weight) is None:
             return expr
         a = expr.attrs
         groups = int(a.groups)
@@ -166,33 +166,33 @@ class _Grouper:
             return expr
         y, og = grouped[k]
         if binary:
-            if _static_shape(expr) != _static_shape(args[k]):
+            if static_shape(expr) != static_shape(args[k]):
                 return expr  # the other operand broadcasts this one larger
-            other = _as_grouped(args[1 - k], _static_shape(y), og)
+            other = _as_grouped(args[1 - k], static_shape(y), og)
             if other is None:
                 return expr
             args[1 - k] = other
         args[k] = y
         self.changed = True
-        return _ungrouped(relax.Call(expr.op, args, expr.attrs, expr.ty_args), og, _static_shape(y))
+        return _ungrouped(relax.Call(expr.op, args, expr.attrs, expr.ty_args), og, static_shape(y))
 
     def _grouped(self, arg):
         """(y, Og) where `arg` is `_ungrouped(y, Og)` (y: (N, H, W, G, Og or more)), read only here; else None."""
         value = self._value(arg)
         if self.uses.get(arg, 0) != 1 or _op_name(value) != "relax.reshape":
             return None
-        src, dst = value.args[0], _static_shape(value)
+        src, dst = value.args[0], static_shape(value)
         sliced = self._value(src) if _op_name(self._value(src)) == "relax.strided_slice" else None
         if sliced is not None:
-            if self.uses.get(src, 0) != 1 or len(sliced.args) > 4 or _ints(sliced.args[1]) != [4]:
+            if self.uses.get(src, 0) != 1 or len(sliced.args) > 4 or tuple_ints(sliced.args[1]) != [4]:
                 return None
-            if _ints(sliced.args[2]) != [0] or _ints(sliced.args[3]) is None:
+            if tuple_ints(sliced.args[2]) != [0] or tuple_ints(sliced.args[3]) is None:
                 return None
             src = sliced.args[0]
-        shape = _static_shape(src)
+        shape = static_shape(src)
         if shape is None or dst is None or len(shape) != 5 or len(dst) != 4 or dst[:3] != shape[:3]:
             return None
-        og = _ints(sliced.args[3])[0] if sliced is not None else shape[4]
+        og = tuple_ints(sliced.args[3])[0] if sliced is not None else shape[4]
         return (src, og) if dst[3] == shape[3] * og else None
 
     def _value(self, arg):
@@ -205,18 +205,6 @@ def _op_name(expr) -> str:
     return getattr(getattr(expr, "op", None), "name", "")
 
 
-def _ints(expr) -> list[int] | None:
-    """The integers of a Relax tuple of PrimValues (strided_slice's axes, begin, end), else None."""
-    from tvm import relax
-
-    if not isinstance(expr, relax.Tuple):
-        return None
-    try:
-        return [int(f.value) for f in expr.fields]
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
 def _ungrouped(expr, og: int, shape: list[int]):
     """(N, H, W, G * Og) from a grouped result (N, H, W, G, P): its first Og channels of each group, merged."""
     from tvm import relax
@@ -227,21 +215,13 @@ def _ungrouped(expr, og: int, shape: list[int]):
     return relax.op.reshape(expr, [n, h, w, groups * og])
 
 
-def _static_shape(expr) -> list[int] | None:
-    shape = getattr(expr.ty, "shape", None)
-    try:
-        return [int(d) for d in shape] if shape is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _as_grouped(operand, grouped: list[int], og: int):
     """The other operand of an element-wise op on an (N, H, W, G * Og) tensor, reshaped to broadcast against
     `grouped` (N, H, W, G, P), each group padded from Og to P channels; None when it does not broadcast along the
     channels as one axis. The padded channels are dropped; a constant's hold ones, which no op divides by zero."""
     from tvm import relax
 
-    shape = _static_shape(operand)
+    shape = static_shape(operand)
     if shape is None or len(shape) > 4:
         return None
     if not shape:
@@ -261,7 +241,7 @@ def _pad_last_of_groups(weight, groups: int, extra: int, axis: int, fill: float)
     """`weight` with `extra` entries of `fill` after each of its `groups` along `axis` (the output channels)."""
     from tvm import relax
 
-    shape = _static_shape(weight)
+    shape = static_shape(weight)
     split = [*shape[:axis], groups, shape[axis] // groups, *shape[axis + 1 :]]
     padded = _pad_axis(relax.op.reshape(weight, split), axis + 1, extra, fill, split, str(weight.ty.dtype))
     return relax.op.reshape(padded, [*shape[:axis], groups * (shape[axis] // groups + extra), *shape[axis + 1 :]])
