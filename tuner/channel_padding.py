@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dataflow_facts import constant_vars, static_shape, tuple_ints, use_counts
-from .transpose_sinking import BINARY, UNARY, call_of_any
+from .transpose_sinking import BINARY, UNARY, call_of_any, elementwise_view
 
 MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
 MAX_ROUNDS = 16  # each round moves every slice one op down; an epilogue is a few ops long
@@ -99,14 +99,11 @@ class _Padder:
         """op(slice(y), c) -> slice(op(y, c padded)) for an element-wise op and a constant broadcast per channel."""
         from tvm import relax
 
-        if not isinstance(expr, relax.Call):
+        view = elementwise_view(expr, self._sliced)
+        if view is None or (view[2] and view[1][1 - view[0]] is not None):
             return expr
-        binary = expr.op.name.removeprefix("relax.") in BINARY
+        k, sliced, binary = view
         args = list(expr.args)
-        sliced = [self._sliced(arg) for arg in args[: 2 if binary else 1]]
-        k = next((i for i, s in enumerate(sliced) if s is not None), None)
-        if k is None or (binary and sliced[1 - k] is not None):
-            return expr
         y, channels = sliced[k]
         if binary:
             other = args[1 - k]

@@ -23,7 +23,7 @@ already vectorises them.
 from __future__ import annotations
 
 from .dataflow_facts import static_shape, tuple_ints, use_counts
-from .transpose_sinking import BINARY, UNARY, call_of_any
+from .transpose_sinking import BINARY, UNARY, call_of_any, elementwise_view
 
 MAX_ROUNDS = 16  # each round moves every reshape one op down; an epilogue is a few ops long
 
@@ -156,14 +156,11 @@ class _Grouper:
         """op(ungroup(y), c) -> ungroup(op(y, c grouped)) for an element-wise op, `y` a grouped conv's result."""
         from tvm import relax
 
-        if not isinstance(expr, relax.Call):
+        view = elementwise_view(expr, self._grouped)
+        if view is None:
             return expr
-        binary = expr.op.name.removeprefix("relax.") in BINARY
+        k, grouped, binary = view
         args = list(expr.args)
-        grouped = [self._grouped(arg) for arg in args[: 2 if binary else 1]]
-        k = next((i for i, g in enumerate(grouped) if g is not None), None)
-        if k is None:
-            return expr
         y, og = grouped[k]
         if binary:
             if static_shape(expr) != static_shape(args[k]):

@@ -91,6 +91,20 @@ def call_of_any(names: tuple):
     return pattern
 
 
+def elementwise_view(expr, view_of):
+    """For a call of an element-wise op (UNARY, or BINARY: both operands read), `(k, found, binary)` where `found`
+    holds `view_of(operand)` per operand and operand k is the first it recognised; None when it recognised none,
+    or `expr` is not a call. The graph rewrites that move a view (a slice, a reshape) below such ops start here."""
+    from tvm import relax
+
+    if not isinstance(expr, relax.Call):
+        return None
+    binary = expr.op.name.removeprefix("relax.") in BINARY
+    found = [view_of(arg) for arg in expr.args[: 2 if binary else 1]]
+    k = next((i for i, f in enumerate(found) if f is not None), None)
+    return None if k is None else (k, found, binary)
+
+
 class _Sinker:
     """One round's rewrite, reading operands through the function's bindings as they were at its start."""
 
