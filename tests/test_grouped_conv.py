@@ -53,14 +53,18 @@ def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
     built = build_prepared(prepare_model(grouped_model), resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
     scripts = kernel_scripts(built.fused_mod)
     grouped = {name: s for name, s in scripts.items() if "group_conv2d_nhwc" in name}
-    # the three grouped convs (not the depthwise one) compute (n, y, x, group, channel), the first one's 28 channels
+    # two grouped convs (not the depthwise one) compute (n, y, x, group, channel), the first one's 28 channels
     # per group padded to 32, and the bias and ReLU on that shape on the conv's tiles, with the slice back to 28
     # (one parallel loop holds the 1x1 conv's every block)
-    for shape in ("T.int64(14), T.int64(14), T.int64(4), T.int64(32)", "T.int64(7), T.int64(7), T.int64(2), T.int64(8)",
-                  "T.int64(7), T.int64(7), T.int64(8), T.int64(2)"):  # fmt: skip
+    for shape in (
+        "T.int64(14), T.int64(14), T.int64(4), T.int64(32)",
+        "T.int64(7), T.int64(7), T.int64(2), T.int64(8)",
+    ):
         allocated = f"nhwc_intermediate = T.sblock_alloc_buffer((T.int64(1), {shape}))"
         assert sum(allocated in s for s in grouped.values()) == 1, shape
-    assert len(grouped) == 3 and all("_add" in name and "_relu" in name for name in grouped)
+    # the third (8 groups of 2 channels) is one banded conv over all 16 (test_groups_of_four_run_as_one_banded...)
+    assert len(grouped) == 2 and all("_add" in name and "_relu" in name for name in grouped)
+    assert sum("banded_conv2d_nhwc" in name for name in scripts) == 1
     one_by_one = next(s for s in grouped.values() if "T.int64(4), T.int64(32)))" in s)
     assert one_by_one.count("T.parallel(") == 1 and 'T.sblock("T_strided_slice_with_axes")' in one_by_one
     # the reshapes back to (n, y, x, channels) run as views: no kernel copies them
@@ -137,3 +141,59 @@ def test_padded_group_rounds_up_to_whole_vectors_within_half_again():
     assert [padded_group(c, 16) for c in (28, 34, 68, 136, 32, 4, 8, 12)] == [32, 48, 80, 144, 32, 4, 8, 16]
     assert [padded_group(c, 8) for c in (28, 34, 4, 6)] == [32, 40, 4, 8]
     assert padded_group(34, None) == 34  # the channels-unpadded ablation
+
+
+def _resnext_model(path: str) -> str:
+    """ResNeXt-style grouped 3x3 convs, 4 channels per group: 32 groups stride 1, then 8 groups stride 2 dilated
+    2, each with bias and ReLU."""
+    from onnx import helper, numpy_helper
+
+    inits, nodes, x = [], [], "input"
+    for i, (groups, stride, dilation) in enumerate([(32, 1, 1), (32, 2, 2)]):
+        inits += [
+            numpy_helper.from_array((RNG.standard_normal((128, 4, 3, 3)) * 0.3).astype("float32"), f"w{i}"),
+            numpy_helper.from_array(RNG.standard_normal(128).astype("float32"), f"b{i}"),
+        ]
+        attrs = {"group": groups, "strides": [stride] * 2, "dilations": [dilation] * 2, "pads": [dilation] * 4}
+        nodes += [
+            helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], **attrs),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"]),
+        ]
+        x = f"r{i}"
+    return save_onnx(path, nodes, {"input": (1, 128, 14, 14)}, {x: (1, 128, 7, 7)}, inits)
+
+
+def test_groups_of_four_run_as_one_banded_conv_over_all_channels(tmp_path):
+    from tuner.banded_conv import is_banded
+    from tuner.build import build_prepared
+    from tuner.fusion import get_strategy
+    from tuner.ir import kernel_scripts
+    from tuner.onnx_model import prepare_model
+    from tuner.target import resolve_target
+    from tuner.tuning.default_schedule import vector_lanes
+
+    model = _resnext_model(str(tmp_path / "resnext.onnx"))
+    target = resolve_target("llvm")
+    built = build_prepared(prepare_model(model), target, get_strategy("tvm"), layout="nhwc")
+    scripts = kernel_scripts(built.fused_mod)
+    banded = {name: s for name, s in scripts.items() if "banded_conv2d_nhwc" in name}
+    if is_banded(4, 4, vector_lanes(target)):  # AVX-512: 4 channels are a quarter of a vector
+        # both convs over all 128 channels, read from the input padded by 3 channels on each side (7 shifts),
+        # bias and ReLU fused; the band is folded into a constant at build time (no kernel computes it per run)
+        assert len(banded) == 2 and all("relu" in name for name in banded), list(scripts)
+        assert all("T.int64(134))" in s for s in banded.values())
+        assert not any("conv_band" in site.kernel or "group_conv2d" in site.kernel for site in built.kernels)
+    else:  # AVX2: 4 channels are half a vector, computed per group
+        assert not banded and any("group_conv2d_nhwc" in name for name in scripts)
+    assert_matches_onnxruntime(
+        built.executable, model, {"input": RNG.standard_normal((1, 128, 14, 14)).astype("float32")}
+    )
+
+
+def test_banded_only_for_small_groups_of_as_many_inputs_as_outputs():
+    from tuner.banded_conv import is_banded
+
+    assert is_banded(4, 4, 16) and is_banded(2, 2, 16) and is_banded(2, 2, 8)
+    assert not is_banded(8, 8, 16)  # half a vector per group: computed per group
+    assert not is_banded(4, 6, 16)  # inputs and outputs per group differ: no shift maps one to the other
+    assert not is_banded(1, 1, 16) and not is_banded(4, 4, None)

@@ -22,6 +22,7 @@ already vectorises them.
 
 from __future__ import annotations
 
+from .banded_conv import band_weights, banded_conv2d_nhwc, is_banded
 from .dataflow_facts import static_shape, tuple_ints, use_counts
 from .transpose_sinking import BINARY, UNARY, call_of_any, elementwise_view
 
@@ -141,6 +142,9 @@ class _Grouper:
         x = te.placeholder(list(data.ty.shape.values), str(data.ty.dtype), "x")
         w = te.placeholder(list(weight.ty.shape.values), str(weight.ty.dtype), "w")
         og = shape[3] // groups
+        if is_banded(og, static_shape(weight)[3], self.lanes):
+            self.changed = True
+            return self._banded(expr, x, w, og, dtype)
         padded = padded_group(og, self.lanes)
         if padded != og:  # zero filters at the end of each group; the weights stay constants, folded at build
             weight = _pad_last_of_groups(weight, groups, padded - og, axis=0, fill=0.0)
@@ -151,6 +155,20 @@ class _Grouper:
         call = relax.call_tir(kernel, relax.Tuple([data, weight]), relax.TensorType(grouped, dtype))
         self.changed = True
         return _ungrouped(call, og, grouped)
+
+    def _banded(self, expr, x, w, og: int, dtype: str):
+        """The conv as one banded conv over all channels (tuner/banded_conv.py): a band kernel on the weights
+        (folded at build time when they are constants), then the conv; its result needs no reshape."""
+        from tvm import relax, te
+
+        a, (data, weight) = expr.attrs, expr.args
+        band = band_weights(w, og)
+        band_kernel = self.bb.add_func(te.create_prim_func([w, band]).without_attr("global_symbol"), "conv_band")
+        band_call = relax.call_tir(band_kernel, relax.Tuple([weight]), relax.TensorType(static_shape_of(band), w.dtype))
+        b = te.placeholder(band.shape, w.dtype, "band")
+        y = banded_conv2d_nhwc(x, b, a.strides, a.padding, a.dilation, og, dtype)
+        kernel = self.bb.add_func(te.create_prim_func([x, b, y]).without_attr("global_symbol"), "banded_conv2d_nhwc")
+        return relax.call_tir(kernel, relax.Tuple([data, band_call]), relax.TensorType(static_shape(expr), dtype))
 
     def sink_reshape(self, expr, _matches):
         """op(ungroup(y), c) -> ungroup(op(y, c grouped)) for an element-wise op, `y` a grouped conv's result."""
@@ -252,3 +270,8 @@ def _pad_axis(expr, axis: int, extra: int, fill: float, shape: list[int], dtype:
     pad = list(shape)
     pad[axis] = extra
     return relax.op.concat([expr, relax.const(np.full(pad, fill, dtype=dtype), dtype)], axis=axis)
+
+
+def static_shape_of(tensor) -> list[int]:
+    """A TE tensor's shape as integers."""
+    return [int(d) for d in tensor.shape]
