@@ -17,7 +17,7 @@ epilogue ran after it over the whole output, in vectors split across pixels: Shu
 112 channels, 56 x 56) took 5x ONNX Runtime's time. Writing `out[..., g * Og + o]` from the conv block instead is
 unsafe: a tile over several groups and part of Og is not a box of the output, and TVM's compute-at then runs the
 epilogue over channels not yet computed. Depthwise convs (one input channel per group) keep TOPI's compute, which
-already vectorises them.
+already vectorises them; groups of under half a vector of channels run as one banded conv (tuner/banded_conv.py).
 """
 
 from __future__ import annotations
