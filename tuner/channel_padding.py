@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dataflow_facts import constant_vars, static_shape, tuple_ints, use_counts
+from .dataflow_facts import bound_value, constant_vars, static_shape, tuple_ints, use_counts
 from .transpose_sinking import BINARY, UNARY, call_of_any, elementwise_view
 
 MAX_EXTRA_WORK = 1 / 8  # 1000 -> 1008 is 0.8%; 24 -> 32 would be 33%: left as it is
@@ -66,9 +66,7 @@ class _Padder:
         self.constant = constant_vars(func)
 
     def _value(self, arg):
-        from tvm import relax
-
-        return self.var2val.get(arg, arg) if isinstance(arg, relax.Var) else arg
+        return bound_value(self.var2val, arg)
 
     def _is_constant(self, expr) -> bool:
         import tvm
@@ -90,7 +88,7 @@ class _Padder:
         if padded == channels or padded - channels > MAX_EXTRA_WORK * channels:
             return expr
         o_axis = str(a.kernel_layout).index("O")
-        weight = _pad_axis(expr.args[1], o_axis, padded - channels)
+        weight = pad_axis(expr.args[1], o_axis, padded - channels)
         conv = relax.Call(expr.op, [expr.args[0], weight], a, expr.ty_args)
         self.changed = True
         return _slice_channels(conv, len(shape), channels)
@@ -143,14 +141,14 @@ def _slice_channels(expr, rank: int, channels: int):
     return relax.op.strided_slice(expr, axes=[rank - 1], begin=[0], end=[channels])
 
 
-def _pad_axis(expr, axis: int, extra: int, fill: float = 0.0):
+def pad_axis(expr, axis: int, extra: int, fill: float = 0.0, shape: list[int] | None = None, dtype: str | None = None):
     """`expr` (constant or computed from constants: folded at build time) with `extra` entries of `fill` appended
-    along `axis`."""
+    along `axis`; `shape` and `dtype` are `expr`'s, given where it is not normalized yet (a call just built)."""
     from tvm import relax
 
-    shape = static_shape(expr)
+    shape = list(shape or static_shape(expr))
     shape[axis] = extra
-    dtype = str(expr.ty.dtype)
+    dtype = dtype or str(expr.ty.dtype)
     return relax.op.concat([expr, relax.const(np.full(shape, fill, dtype=dtype), dtype)], axis=axis)
 
 
@@ -162,4 +160,4 @@ def _pad_operand(operand, channels: int, padded: int):
         return None
     if not shape or shape[-1] == 1:
         return operand  # a scalar, or broadcast along the channels: valid for any count
-    return _pad_axis(operand, len(shape) - 1, padded - channels, fill=1.0)
+    return pad_axis(operand, len(shape) - 1, padded - channels, fill=1.0)

@@ -1,6 +1,6 @@
 """Facts about a Relax function's bindings that graph rewrites ask before moving an op: how often each variable is
-read, which variables are computed from constants alone (FoldConstant folds them at build time), an expression's
-static shape, and the integers of an op's tuple argument."""
+read, which variables are computed from constants alone (FoldConstant folds them at build time), what a variable
+is bound to, an expression's static shape, and the integers of an op's tuple argument."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def constant_vars(func) -> set:
             if all(v in constant for v in relax.analysis.free_vars(binding.value)):
                 constant.add(binding.var)
     return constant
+
+
+def bound_value(var2val: dict, arg):
+    """What `arg` is bound to (a variable read through the function's bindings), or `arg` itself."""
+    from tvm import relax
+
+    return var2val.get(arg, arg) if isinstance(arg, relax.Var) else arg
 
 
 def static_shape(expr) -> list[int] | None:

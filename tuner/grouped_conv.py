@@ -23,7 +23,9 @@ already vectorises them; groups of under half a vector of channels run as one ba
 from __future__ import annotations
 
 from .banded_conv import band_weights, banded_conv2d_nhwc, is_banded
-from .dataflow_facts import static_shape, tuple_ints, use_counts
+from .channel_padding import pad_axis
+from .dataflow_facts import bound_value, static_shape, tuple_ints, use_counts
+from .layout import out_dtype
 from .transpose_sinking import BINARY, UNARY, call_of_any, elementwise_view
 
 MAX_ROUNDS = 16  # each round moves every reshape one op down; an epilogue is a few ops long
@@ -137,8 +139,7 @@ class _Grouper:
             return expr
         a = expr.attrs
         groups = int(a.groups)
-        dtype = str(a.out_dtype) if a.out_dtype is not None and str(a.out_dtype) not in ("", "void") else None
-        dtype = dtype or str(data.ty.dtype)
+        dtype = out_dtype(expr)
         x = te.placeholder(list(data.ty.shape.values), str(data.ty.dtype), "x")
         w = te.placeholder(list(weight.ty.shape.values), str(weight.ty.dtype), "w")
         og = shape[3] // groups
@@ -164,7 +165,9 @@ class _Grouper:
         a, (data, weight) = expr.attrs, expr.args
         band = band_weights(w, og)
         band_kernel = self.bb.add_func(te.create_prim_func([w, band]).without_attr("global_symbol"), "conv_band")
-        band_call = relax.call_tir(band_kernel, relax.Tuple([weight]), relax.TensorType(static_shape_of(band), w.dtype))
+        band_call = relax.call_tir(
+            band_kernel, relax.Tuple([weight]), relax.TensorType([int(d) for d in band.shape], w.dtype)
+        )
         b = te.placeholder(band.shape, w.dtype, "band")
         y = banded_conv2d_nhwc(x, b, a.strides, a.padding, a.dilation, og, dtype)
         kernel = self.bb.add_func(te.create_prim_func([x, b, y]).without_attr("global_symbol"), "banded_conv2d_nhwc")
@@ -211,9 +214,7 @@ class _Grouper:
         return (src, og) if dst[3] == shape[3] * og else None
 
     def _value(self, arg):
-        from tvm import relax
-
-        return self.var2val.get(arg, arg) if isinstance(arg, relax.Var) else arg
+        return bound_value(self.var2val, arg)
 
 
 def _op_name(expr) -> str:
@@ -249,7 +250,7 @@ def _as_grouped(operand, grouped: list[int], og: int):
         return None
     out = relax.op.reshape(operand, [*full[:3], groups, og])
     dtype = str(operand.ty.dtype)
-    return _pad_axis(out, 4, padded - og, 1.0, [*full[:3], groups, og], dtype) if padded != og else out
+    return pad_axis(out, 4, padded - og, 1.0, [*full[:3], groups, og], dtype) if padded != og else out
 
 
 def _pad_last_of_groups(weight, groups: int, extra: int, axis: int, fill: float):
@@ -258,20 +259,5 @@ def _pad_last_of_groups(weight, groups: int, extra: int, axis: int, fill: float)
 
     shape = static_shape(weight)
     split = [*shape[:axis], groups, shape[axis] // groups, *shape[axis + 1 :]]
-    padded = _pad_axis(relax.op.reshape(weight, split), axis + 1, extra, fill, split, str(weight.ty.dtype))
+    padded = pad_axis(relax.op.reshape(weight, split), axis + 1, extra, fill, split, str(weight.ty.dtype))
     return relax.op.reshape(padded, [*shape[:axis], groups * (shape[axis] // groups + extra), *shape[axis + 1 :]])
-
-
-def _pad_axis(expr, axis: int, extra: int, fill: float, shape: list[int], dtype: str):
-    """`expr` (of `shape`) with `extra` entries of `fill` appended along `axis`."""
-    import numpy as np
-    from tvm import relax
-
-    pad = list(shape)
-    pad[axis] = extra
-    return relax.op.concat([expr, relax.const(np.full(pad, fill, dtype=dtype), dtype)], axis=axis)
-
-
-def static_shape_of(tensor) -> list[int]:
-    """A TE tensor's shape as integers."""
-    return [int(d) for d in tensor.shape]

@@ -118,7 +118,7 @@ def convs_to_nhwc_one_by_one(mod):
             dilation=a.dilation,
             data_layout="NHWC",
             kernel_layout="OHWI",
-            out_dtype=_out_dtype(expr),
+            out_dtype=out_dtype(expr),
         )
         return relax.op.permute_dims(y, [0, 3, 1, 2])
 
@@ -173,11 +173,12 @@ def _legalize_conv2d(bb, call):
         dilation=[int(d) for d in attrs.dilation],
         layout=attrs.data_layout,
         out_layout=attrs.out_layout,
-        out_dtype=_out_dtype(call),
+        out_dtype=out_dtype(call),
         primfunc_name_hint="conv2d_NCHWc",
     )
 
 
-def _out_dtype(call) -> str:
+def out_dtype(call) -> str:
+    """A conv call's result dtype: its out_dtype, else its input's."""
     dtype = call.attrs.out_dtype  # None, "" or "void" when the conv keeps its input's dtype
     return str(dtype) if dtype is not None and str(dtype) not in ("", "void") else str(call.args[0].ty.dtype)

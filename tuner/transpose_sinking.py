@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from .dataflow_facts import constant_vars, use_counts
+from .dataflow_facts import bound_value, constant_vars, use_counts
 
 UNARY = (
     "abs", "astype", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "negative", "round", "rsqrt", "sigmoid",
@@ -138,9 +138,7 @@ class _Sinker:
         return self._reduction(expr, y, perm)
 
     def _value(self, arg):
-        from tvm import relax
-
-        return self.var2val.get(arg, arg) if isinstance(arg, relax.Var) else arg
+        return bound_value(self.var2val, arg)
 
     def _transposed(self, arg, single_use=True):
         """(y, P) where `arg` is permute_dims(y, P) (consumed only here unless single_use=False), else None."""
