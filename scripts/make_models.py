@@ -5,6 +5,8 @@ cnn.onnx          Conv-BN-ReLU blocks, a residual Add, MaxPool, Conv-BN-Clip(ReL
 transformer.onnx  one encoder block: Q/K/V MatMuls, attention (QK^T * scale + mask -> Softmax -> V),
                   residual Add + LayerNorm (decomposed, as older exporters write it), FFN with Erf-GELU
 mlp.onnx          Gemm+ReLU, Gemm+SiLU, Gemm; dynamic batch dim (needs --input-shape x:BxK)
+resnext_blocks.onnx  three ResNeXt-50 (32x4d) stage-1 bottlenecks at 56x56: 1x1, grouped 3x3 (32 groups of 4),
+                  1x1, residual Add (the grouped conv of tuner/banded_conv.py; no real ResNeXt is available here)
 """
 
 from __future__ import annotations
@@ -195,7 +197,35 @@ def make_mlp() -> onnx.ModelProto:
     )
 
 
-MODELS = {"cnn": make_cnn, "transformer": make_transformer, "mlp": make_mlp, "mobilenet_block": make_mobilenet_block}
+def make_resnext_blocks(blocks=3, c=256, width=128, groups=32, hw=56) -> onnx.ModelProto:
+    g = GraphBuilder(4)
+
+    def conv(x, cout, cin_per_group, k, name, group=1, relu=True):
+        w, b = g.weight(f"{name}.w", (cout, cin_per_group, k, k)), g.weight(f"{name}.b", (cout,), 0.1)
+        y = g.op("Conv", [x, w, b], name=f"{name}/conv", group=group, pads=[k // 2] * 4, kernel_shape=[k, k])
+        return g.op("Relu", [y], name=f"{name}/relu") if relu else y
+
+    x = "x"
+    for i in range(blocks):
+        y = conv(x, width, c, 1, f"b{i}.a")
+        y = conv(y, width, width // groups, 3, f"b{i}.b", group=groups)
+        y = conv(y, c, width, 1, f"b{i}.c", relu=False)
+        x = g.op("Relu", [g.op("Add", [y, x], name=f"b{i}/add")], name=f"b{i}/out")
+    g.nodes[-1].output[0] = "y"
+    return g.model(
+        "resnext_blocks",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, hw, hw])],
+    )
+
+
+MODELS = {
+    "cnn": make_cnn,
+    "transformer": make_transformer,
+    "mlp": make_mlp,
+    "mobilenet_block": make_mobilenet_block,
+    "resnext_blocks": make_resnext_blocks,
+}
 
 
 def main(argv=None) -> int:
