@@ -14,6 +14,7 @@ import sys
 import types
 
 from ..ir import buffer_shapes, kernel_script
+from .padding import inline_channelwise_padding
 from .recipes import RECIPE, TileRecipe
 from .row_kernels import row_schedule
 
@@ -315,6 +316,8 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     for sketch in schedules:
         try:
             sch = _retile(sketch, tvm.IRModule({"main": func}), lanes, recipe, cores)
+            if recipe.channelwise_padding_inline:
+                inline_channelwise_padding(sch)
             sch.enter_postproc()  # as MetaSchedule does: a replay of the record can then strip and redo them
             if all(p.apply(sch) for p in ctx.space_generator.postprocs):
                 return sch

@@ -46,6 +46,9 @@ class TileRecipe:
     # normalisations over the innermost axis (softmax, layer norm) row by row (`row_kernels.row_schedule`): each row
     # in one parallel iteration, reductions vectorised through partial results, softmax's exp computed once
     row_kernels: bool = True
+    # depthwise convs read their input's padding in place (a select per load) instead of a padded copy written by
+    # a pass of its own (`padding.inline_channelwise_padding`)
+    channelwise_padding_inline: bool = True
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
@@ -66,6 +69,7 @@ DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as
 THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side vectors, as before 2026-12-05
 GENERIC_ROW_KERNELS = TileRecipe(row_kernels=False)  # softmax, layer norm by the generic rules, as before 2026-12-06
 EIGHT_ROWS = TileRecipe(max_rows=8)  # at most 8 rows with AVX-512 as well, as before 2026-12-06
+PADDING_PASS = TileRecipe(channelwise_padding_inline=False)  # depthwise convs' padding as a pass of its own, as before
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -78,4 +82,5 @@ EARLIER_RECIPES = {
     "3-vector tiles": THREE_VECTORS,
     "8-row tiles": EIGHT_ROWS,
     "generic row kernels": GENERIC_ROW_KERNELS,
+    "padding pass": PADDING_PASS,
 }
