@@ -14,6 +14,7 @@ import sys
 import types
 
 from ..ir import buffer_shapes, kernel_script
+from .column_reductions import column_schedule
 from .padding import inline_channelwise_padding
 from .recipes import RECIPE, TileRecipe
 from .row_kernels import row_schedule
@@ -286,7 +287,8 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     """The PrimFunc's schedule without search (a `tvm.s_tir.Schedule`), or None when MetaSchedule cannot schedule
     it: MetaSchedule's llvm design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll)
     with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would; a
-    normalisation over the innermost axis (softmax, layer norm) row by row instead (`row_kernels`)."""
+    normalisation over the innermost axis (softmax, layer norm) row by row instead (`row_kernels`), a reduction over
+    outer axes with the kept innermost axis in vectors (`column_reductions`)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -302,15 +304,19 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
             num_threads=1,
             rand_state=seed,
         )
-    if recipe.row_kernels and (rows := row_schedule(func, lanes)) is not None:
-        rows.enter_postproc()
-        if all(p.apply(rows) for p in ctx.space_generator.postprocs):
-            return rows
+    cores = int(target.attrs.get("num-cores", 1))
+    for use, own_schedule in (
+        (recipe.row_kernels, lambda: row_schedule(func, lanes)),
+        (recipe.column_reductions, lambda: column_schedule(func, lanes, cores)),
+    ):
+        if use and (sch := own_schedule()) is not None:
+            sch.enter_postproc()
+            if all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                return sch
     try:
         schedules = ctx.generate_design_space()
     except Exception:
         return None
-    cores = int(target.attrs.get("num-cores", 1))
     if recipe.fuse_epilogue:
         schedules = sorted(schedules, key=lambda sk: -_epilogue_depth(sk))
     for sketch in schedules:

@@ -49,6 +49,9 @@ class TileRecipe:
     # depthwise convs read their input's padding in place (a select per load) instead of a padded copy written by
     # a pass of its own (`padding.inline_channelwise_padding`)
     channelwise_padding_inline: bool = True
+    # sums, means and maxima over outer axes (NHWC global pooling) with the kept innermost axis in vectors,
+    # innermost (`column_reductions.column_schedule`), not one scalar column walk per element
+    column_reductions: bool = True
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
@@ -70,6 +73,7 @@ THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side 
 GENERIC_ROW_KERNELS = TileRecipe(row_kernels=False)  # softmax, layer norm by the generic rules, as before 2026-12-06
 EIGHT_ROWS = TileRecipe(max_rows=8)  # at most 8 rows with AVX-512 as well, as before 2026-12-06
 PADDING_PASS = TileRecipe(channelwise_padding_inline=False)  # depthwise convs' padding as a pass of its own, as before
+SCALAR_COLUMNS = TileRecipe(column_reductions=False)  # global means as scalar column walks, as before
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -83,4 +87,5 @@ EARLIER_RECIPES = {
     "8-row tiles": EIGHT_ROWS,
     "generic row kernels": GENERIC_ROW_KERNELS,
     "padding pass": PADDING_PASS,
+    "scalar columns": SCALAR_COLUMNS,
 }
