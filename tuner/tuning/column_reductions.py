@@ -49,9 +49,10 @@ def _column_reduction(sch):
     if len(block.writes) != 1:
         return None
     iters = block.iter_vars
+    kinds = [int(it.iter_type) != 0 for it in iters]
     spatial = [it for it in iters if int(it.iter_type) == 0]
-    if not spatial or int(iters[-1].iter_type) == 0 or _extent(spatial[-1]) < MIN_WIDTH:
-        return None  # the reduced axes come last in the block's iterators, the kept axis is a vector or more
+    if not spatial or not kinds[-1] or kinds != sorted(kinds) or _width(_extent(spatial[-1]), MIN_WIDTH) == 1:
+        return None  # the reduced axes come last in the block's iterators, the kept axis takes vectors
     if len(sch.get_loops(reductions[0])) != len(iters):
         return None
     out = block.writes[0].source
