@@ -16,7 +16,7 @@ after row, its accumulators a few vectors wide:
 
 from __future__ import annotations
 
-from .row_kernels import MIN_WIDTH, _width
+from .block_facts import MIN_WIDTH, reduces, vector_width
 
 
 def column_schedule(func, lanes: int, cores: int):
@@ -40,7 +40,7 @@ def _column_reduction(sch):
     axis (at least MIN_WIDTH long) it reads at that axis alone, every other block element-wise; else None."""
     root = sch.get_sblock("root")
     blocks = sch.get_child_blocks(root)
-    reductions = [b for b in blocks if _reduces(sch.get(b))]
+    reductions = [b for b in blocks if reduces(sch.get(b))]
     if len(reductions) != 1:
         return None
     if any("schedule_rule" in sch.get(b).annotations for b in blocks):
@@ -51,7 +51,7 @@ def _column_reduction(sch):
     iters = block.iter_vars
     kinds = [int(it.iter_type) != 0 for it in iters]
     spatial = [it for it in iters if int(it.iter_type) == 0]
-    if not spatial or not kinds[-1] or kinds != sorted(kinds) or _width(_extent(spatial[-1]), MIN_WIDTH) == 1:
+    if not spatial or not kinds[-1] or kinds != sorted(kinds) or vector_width(_extent(spatial[-1]), MIN_WIDTH) == 1:
         return None  # the reduced axes come last in the block's iterators, the kept axis takes vectors
     if len(sch.get_loops(reductions[0])) != len(iters):
         return None
@@ -60,7 +60,7 @@ def _column_reduction(sch):
     if len(inputs) != 1 or not inputs[0].region[-1].min.same_as(spatial[-1].var):
         return None  # one input (a conv reads weights too), read at the kept axis alone
     others = [sch.get(b) for b in blocks if not sch.get(b).same_as(block)]
-    if any(_reduces(b) for b in others):
+    if any(reduces(b) for b in others):
         return None
     return reductions[0]
 
@@ -73,7 +73,7 @@ def _schedule(sch, reduction, lanes: int, cores: int) -> None:
         sch.compute_inline(producer)
     *outer, kept = [lp for lp, it in zip(sch.get_loops(reduction), sch.get(reduction).iter_vars) if it.iter_type == 0]
     reduced = sch.get_loops(reduction)[len(outer) + 1 :]
-    width = _width(int(sch.get(kept).extent), lanes)
+    width = vector_width(int(sch.get(kept).extent), lanes)
     vectors, lane = sch.split(kept, [None, width])
     chunk, vector = sch.split(vectors, [cores, None])
     sch.reorder(*outer, chunk, *reduced, vector, lane)
@@ -84,12 +84,8 @@ def _schedule(sch, reduction, lanes: int, cores: int) -> None:
         sch.reverse_compute_at(consumer, jobs)
         inner = sch.get_loops(consumer)[-1]
         extent = int(sch.get(inner).extent)
-        if extent % width == 0 and width >= MIN_WIDTH:
+        if extent % width == 0:  # the kept axis takes whole vectors: its run of it does too
             sch.vectorize(sch.split(inner, [None, width])[1])
-
-
-def _reduces(block) -> bool:
-    return any(int(it.iter_type) != 0 for it in block.iter_vars)
 
 
 def _extent(it) -> int:

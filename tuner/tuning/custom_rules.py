@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 
+from .block_facts import reduces
+
 POOL_RULES = ("pool_max", "pool_avg", "adaptive_pool_max", "adaptive_pool_avg")
 TARGET_KEYS = ("cpu", "gpu")  # llvm targets carry the key "cpu"; cuda targets "cuda" and "gpu"
 
@@ -33,7 +35,7 @@ def channels_innermost_pool(sch, block):
     sch.unannotate(block, "schedule_rule")
     # the block that runs the window: the annotated one, or for TOPI's average its producer, the sum
     producers = sch.get_producers(block)
-    window = block if _reduces(sch.get(block)) else next((p for p in producers if _reduces(sch.get(p))), None)
+    window = block if reduces(sch.get(block)) else next((p for p in producers if reduces(sch.get(p))), None)
     if window is None or not _window_outside_innermost_axis(sch.get(window)):
         return [sch]
     for producer in sch.get_producers(window):
@@ -47,10 +49,6 @@ def channels_innermost_pool(sch, block):
     if len(spatial) > 1 and not sch.get(block).same_as(sch.get(window)):
         sch.reverse_compute_at(block, spatial[-2])
     return [sch]
-
-
-def _reduces(block) -> bool:
-    return any(it.iter_type != 0 for it in block.iter_vars)
 
 
 def _window_outside_innermost_axis(block) -> bool:

@@ -16,7 +16,7 @@ two others (the `exp` of softmax) computed once into a row-sized buffer.
 
 from __future__ import annotations
 
-MIN_WIDTH = 4  # narrower vectors than this are left scalar
+from .block_facts import reduces, vector_width
 
 
 def row_schedule(func, lanes: int):
@@ -72,24 +72,16 @@ def _extents(block) -> list[tuple[int, int]] | None:
     return out
 
 
-def _width(extent: int, lanes: int) -> int:
-    """The widest power-of-two vector up to `lanes` that divides `extent`; 1 below MIN_WIDTH."""
-    width = lanes
-    while width >= MIN_WIDTH and extent % width:
-        width //= 2
-    return width if width >= MIN_WIDTH else 1
-
-
 def _schedule(sch, lanes: int) -> None:
     root = sch.get_sblock("root")
     for block in sch.get_child_blocks(root)[:-1]:  # a subtract used once: computed where it is used
-        if len(sch.get_consumers(block)) == 1 and not _reduces(sch, block):
+        if len(sch.get_consumers(block)) == 1 and not reduces(sch.get(block)):
             sch.compute_inline(block)
     partials = []
     for block in sch.get_child_blocks(root)[:-1]:
         inner = sch.get_loops(block)[-1]
-        width = _width(int(sch.get(inner).extent), lanes)
-        if _reduces(sch, block) and width > 1:
+        width = vector_width(int(sch.get(inner).extent), lanes)
+        if reduces(sch.get(block)) and width > 1:
             _, lane = sch.split(inner, [None, width])
             partials.append(sch.rfactor(lane, 0))
     blocks = sch.get_child_blocks(root)
@@ -106,18 +98,14 @@ def _schedule(sch, lanes: int) -> None:
             lane = next(lp for lp in loops if _binds_spatial(sch, block, lp))
             sch.reorder(*[lp for lp in loops if not sch.get(lp).same_as(sch.get(lane))], lane)
             sch.vectorize(lane)
-        elif loops and not _reduces(sch, block):
+        elif loops and not reduces(sch.get(block)):
             _vectorize_innermost(sch, loops[-1], lanes)
 
 
 def _vectorize_innermost(sch, loop, lanes: int) -> None:
-    width = _width(int(sch.get(loop).extent), lanes)
+    width = vector_width(int(sch.get(loop).extent), lanes)
     if width > 1:
         sch.vectorize(sch.split(loop, [None, width])[1])
-
-
-def _reduces(sch, block) -> bool:
-    return any(int(it.iter_type) != 0 for it in sch.get(block).iter_vars)
 
 
 def _binds_spatial(sch, block, loop) -> bool:
