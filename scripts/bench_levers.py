@@ -9,6 +9,7 @@
     +nhwc, +nchwc  the same with convolutions in another layout (tuner/layout.py; --layouts)
     transposes kept  +nhwc with the layout transposes left where the conversion put them (tuner/transpose_sinking.py)
     channels unpadded  +nhwc with convs' channel counts as they are (tuner/channel_padding.py)
+    direct 3x3   +nhwc with every 3x3 conv direct, none as Winograd (tuner/winograd.py)
     4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
                  labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
@@ -90,7 +91,8 @@ def main(argv=None) -> int:
         for layout in filter(None, args.layouts.split(",")):
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
-            for label, lever in (("transposes kept", "sink_transposes"), ("channels unpadded", "pad_channels")):
+            levers = ("transposes kept", "sink_transposes"), ("channels unpadded", "pad_channels")
+            for label, lever in (*levers, ("direct 3x3", "winograd")):
                 if layout == "nhwc" and label not in args.skip.split(","):
                     off = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, **{lever: False})
                     built[label] = pack_weights(schedule_untuned(off.mod, spec)[0], spec)

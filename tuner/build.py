@@ -89,6 +89,7 @@ def lower_prepared(
     layout: str = "auto",
     sink_transposes: bool = True,
     pad_channels: bool = True,
+    winograd: bool = True,
 ) -> Lowered:
     from .layout import layout_after_fallback, layout_fallback, resolve_layout
     from .lowering import import_for
@@ -98,7 +99,7 @@ def lower_prepared(
     mod, params, provenance = import_for(prepared, strategy)
     t1 = time.perf_counter()
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
-    levers["pad_channels"] = pad_channels
+    levers.update(pad_channels=pad_channels, winograd=winograd)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
     fallback = layout_fallback(fused)

@@ -150,18 +150,25 @@ def _bound(arg) -> float:
     return float(getattr(value, "value", value))
 
 
-def legalize_map() -> dict:
+def legalize_map(winograd: bool = True) -> dict:
     """LegalizeOps overrides: TVM 0.27 legalizes conv2d only in 4-D layouts; a blocked one becomes TOPI's
-    `conv2d_NCHWc` (the compute its x86 schedules were written for). (Grouped NHWC convs are kernels of their own
-    before this: tuner/grouped_conv.py.)"""
-    return {"relax.nn.conv2d": _legalize_conv2d}
+    `conv2d_NCHWc` (the compute its x86 schedules were written for). With `winograd`, the 3x3 stride-1 NHWC convs
+    that `winograd.winograd_tile` takes become Winograd kernels (tuner/winograd.py). (Grouped NHWC convs are
+    kernels of their own before this: tuner/grouped_conv.py.)"""
+    import functools
+
+    return {"relax.nn.conv2d": functools.partial(_legalize_conv2d, winograd=winograd)}
 
 
-def _legalize_conv2d(bb, call):
+def _legalize_conv2d(bb, call, winograd: bool = True):
     from tvm import topi
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
+    from . import winograd as wino
+
     attrs = call.attrs
+    if winograd and (m := wino.winograd_tile(call)) is not None:
+        return wino.legalize(bb, call, m)
     if len(attrs.data_layout) == 4 or int(attrs.groups) != 1 or attrs.data_layout != attrs.out_layout:
         return _nn_conv2d(bb, call)
     return bb.call_te(

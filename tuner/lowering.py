@@ -2,7 +2,8 @@
 
     GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking) -> PadConvChannels
     -> DecomposeOpsForInference -> CanonicalizeBindings
-    -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps -> AnnotateTIROpPattern -> FoldConstant
+    -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps (3x3 NHWC convs: Winograd where it pays)
+    -> AnnotateTIROpPattern -> FoldConstant (also the Winograd weight transforms)
     -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
 
@@ -32,10 +33,11 @@ def lower(
     layout: str = "auto",
     sink_transposes: bool = True,
     pad_channels: bool = True,
+    winograd: bool = True,
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`,
-    `fast_math=False`, `sink_transposes=False` and `pad_channels=False` skip those levers (for their ablation in
-    scripts/bench_levers.py)."""
+    `fast_math=False`, `sink_transposes=False`, `pad_channels=False` and `winograd=False` skip those levers (for
+    their ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -56,7 +58,7 @@ def lower(
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
         passes += [FastMath()]
     passes += [
-        relax.transform.LegalizeOps(legalize_map()),
+        relax.transform.LegalizeOps(legalize_map(winograd)),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
     ]

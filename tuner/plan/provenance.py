@@ -122,7 +122,7 @@ class ProvenanceMatcher:
                 self.items[(self.uid[b.value.tuple_value], int(b.value.index))] = ids[k]
             if isinstance(b.value, relax.Call) and b.value.op == self.call_tir:
                 key = (
-                    base_name(b.value.args[0].name_hint),
+                    _computes(b.value.args[0].name_hint),
                     tuple(self.uid.get(a, a.name) for a in _tir_args(b.value) if isinstance(a, relax.Var)),
                 )
                 self.index.setdefault(key, []).append(ids[k])
@@ -142,7 +142,7 @@ class ProvenanceMatcher:
                 self.match(callee, [v[i] if isinstance(v, list) else v for v in vals], None, None) for i in range(width)
             ]
             return per if all(per) else None
-        hits = self.index.get((base_name(callee), tuple(vals)))
+        hits = self.index.get((_computes(callee), tuple(vals)))
         if not hits and base_name(callee) == "NT_matmul" and len(vals) == 2:
             # FuseTransposeMatmul: matmul(a, permute_dims(b)) became one NT_matmul (unfused: a transpose, a matmul)
             t = self.index.get(("transpose", (vals[1],)))
@@ -268,6 +268,14 @@ class ProvenanceMatcher:
                     )
                 )
         return groups
+
+
+def _computes(primfunc: str) -> str:
+    """The op a PrimFunc computes, whichever algorithm: a Winograd conv (tuner/winograd.py) is the conv it
+    replaces, so an unfused lowering that took Winograd and a pattern group that kept its conv direct (its weights
+    are the pattern function's parameters when legalized) still match."""
+    base = base_name(primfunc)
+    return "conv2d" if base == "conv2d_winograd" else base
 
 
 def _refine_provenance(unfused_main, prov) -> dict:

@@ -42,7 +42,7 @@ def _rules(vector_extent: int = MAX_VECTOR_EXTENT, recipe: TileRecipe = RECIPE):
     The pooling rules of `custom_rules` first, as in TVM's list (`TileRecipe.vector_pools`)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from . import custom_rules  # noqa: F401  (the pooling rules, registered)
+    from . import custom_rules, winograd_transforms  # noqa: F401  (the pooling and Winograd rules, registered)
 
     order = [_auto_inline(), _tiling()] if recipe.fuse_epilogue else [_tiling(), _auto_inline()]
     custom = [ms.schedule_rule.ApplyCustomRule()] if recipe.vector_pools else []
