@@ -25,7 +25,7 @@ def test_winograd_compute_matches_the_direct_conv(m):
     from tuner.winograd import conv2d_winograd_nhwc, transformed_weights
 
     rng = np.random.default_rng(m)
-    x = rng.standard_normal((1, 12, 8, 8)).astype("float32")
+    x = rng.standard_normal((1, 13, 10, 8)).astype("float32")  # partial tiles at the bottom and right
     w = rng.standard_normal((16, 3, 3, 8)).astype("float32")
     data, weight = te.placeholder(x.shape, name="x"), te.placeholder(w.shape, name="w")
     u = transformed_weights(weight, m)
@@ -78,7 +78,9 @@ def test_winograd_takes_large_maps_and_leaves_other_convs_direct():
     assert _tile_of(_conv_module((1, 56, 56, 64), 64, stride=2)[0]) is None
     assert _tile_of(_conv_module((1, 56, 56, 64), 64, kernel=1, pads=(0, 0, 0, 0))[0]) is None
     assert _tile_of(_conv_module((1, 56, 56, 64), 64, groups=64)[0]) is None  # depthwise
-    assert _tile_of(_conv_module((1, 7, 7, 512), 512)[0]) is None  # neither 2 nor 4 divides 7
+    assert _tile_of(_conv_module((1, 55, 55, 64), 64)[0]) == 4  # 14 x 14 tiles cover 56 x 56: 4% computed in vain
+    assert _tile_of(_conv_module((1, 13, 13, 64), 64)[0]) == 2  # 14 x 14 at m = 2 (16% more), 16 x 16 at m = 4
+    assert _tile_of(_conv_module((1, 7, 7, 512), 512)[0]) is None  # 16 tiles of 2 covering 8 x 8
     assert _tile_of(_conv_module((1, 8, 8, 32), 32)[0]) is None  # 16 tiles: the matmul too small to pay
     assert _tile_of(_conv_module((1, 160, 160, 16), 16)[0]) is None  # 16 channels: the transforms cost more
     assert _tile_of(_conv_module((1, 56, 56, 2048), 2048)[0]) is None  # 604 MB of transformed weights
@@ -109,7 +111,7 @@ def test_winograd_kernel_default_schedule_runs_and_matches_numpy():
     from tuner.lowering import pack_weights
     from tuner.tuning.default_schedule import schedule_untuned
 
-    mod, w, b = _conv_module((1, 28, 28, 24), 32)
+    mod, w, b = _conv_module((1, 27, 27, 24), 32)  # m = 4: the last row and column of tiles partial
     low, spec = _lowered(mod)
     scheduled, names = schedule_untuned(low, spec)
     (name,) = names
@@ -120,7 +122,7 @@ def test_winograd_kernel_default_schedule_runs_and_matches_numpy():
     assert 'T.sblock("compute")' in script or 'T.sblock("T_add")' in script
     assert "T.vectorized(T.int64(16))" in script
     ex = tvm.compile(pack_weights(scheduled, spec), target=spec.tvm_target())
-    x = np.random.default_rng(1).standard_normal((1, 28, 28, 24)).astype("float32")
+    x = np.random.default_rng(1).standard_normal((1, 27, 27, 24)).astype("float32")
     got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
     want = np.maximum(_direct(x, w) + b, 0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

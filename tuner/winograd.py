@@ -9,9 +9,10 @@ the input transform (V = B^T d B per tile and channel), a batched matmul over th
 (`schedule_transform`, registered as the blocks' `schedule_rule`); the batched matmul is an ordinary anchor for
 multi-level tiling.
 
-Taken (`winograd_tile`) where it measured faster: enough input channels and tiles (the matmul's K and M), output
-maps that m divides (no partial tiles: 7 x 7 maps stay direct), transformed weights (`(m + 2)^2 / 9` times the
-direct ones) of at most MAX_WEIGHT_BYTES. Not for CUDA (convs stay NCHW there) nor the `nchwc` layout.
+Taken (`winograd_tile`) where it measured faster: enough input channels and tiles (the matmul's K and M), few
+outputs computed in vain in partial tiles (a 7 x 7 map is 16 tiles of 2 covering 8 x 8: direct), transformed
+weights (`(m + 2)^2 / 9` times the direct ones) of at most MAX_WEIGHT_BYTES. Not for CUDA (convs stay NCHW
+there) nor the `nchwc` layout.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ OUTPUT_RULE = "winograd_output"
 MIN_CHANNELS = 24  # input channels: with fewer, the transforms cost more than the matmul saves
 MIN_TILES = 49  # matmul rows below this (a 14x14 map at m = 2) keep the direct conv
 MAX_WEIGHT_BYTES = 64 << 20  # transformed fp32 weights above this stay direct (streamed once per call)
+MAX_COVER = 1.2  # outputs computed (whole tiles) per output kept: 13x13 at m = 2 computes 14x14 (1.16)
 
 
 def winograd_tile(call) -> int | None:
@@ -53,8 +55,9 @@ def winograd_tile(call) -> int | None:
     pt, pl, pb, pr = (int(p) for p in a.padding)
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
     for m in (4, 2):
-        tiles = n * (oh // m) * (ow // m)
-        if oh % m == 0 and ow % m == 0 and tiles >= MIN_TILES and 4 * (m + 2) ** 2 * ci * co <= MAX_WEIGHT_BYTES:
+        tiles = n * -(-oh // m) * -(-ow // m)
+        covered = tiles * m * m  # a map m does not divide ends in partial tiles, computed whole
+        if tiles >= MIN_TILES and covered <= MAX_COVER * n * oh * ow and 4 * (m + 2) ** 2 * ci * co <= MAX_WEIGHT_BYTES:
             return m
     return None
 
@@ -84,10 +87,10 @@ def transformed_weights(weight, m: int):
 
 
 def conv2d_winograd_nhwc(data, u, m: int, padding, out_dtype: str = "float32"):
-    """The TE compute: NHWC data, U[alpha, alpha, CI, CO] transformed weights -> NHWC output (the output's
-    height and width multiples of m). Each 2-D transform is two 1-D passes (rows, then columns): 2 x 6 x 6
-    products per tile and channel instead of 36 x 36. The input transform's last pass is `data_pack`, the output
-    transform's is the output itself, so the epilogue follows it per output tile."""
+    """The TE compute: NHWC data, U[alpha, alpha, CI, CO] transformed weights -> NHWC output. Each 2-D
+    transform is two 1-D passes (rows, then columns): 2 x 6 x 6 products per tile and channel instead of 36 x 36.
+    The input transform's last pass is `data_pack`, the output transform's is the output itself, so the epilogue
+    follows it per output tile."""
     from tvm import te, topi
 
     n, h, w, ci = (int(x) for x in data.shape)
@@ -95,9 +98,10 @@ def conv2d_winograd_nhwc(data, u, m: int, padding, out_dtype: str = "float32"):
     a_np, b_np, _ = transform_matrices(m)
     pt, pl, pb, pr = padding
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
-    nh, nw = oh // m, ow // m
+    nh, nw = -(-oh // m), -(-ow // m)
     tiles = n * nh * nw
-    padded = topi.nn.pad(data, [0, pt, pl, 0], [0, pb, pr, 0], name="data_pad")
+    # partial tiles at the bottom and right read zeros past the padding; their extra outputs are never stored
+    padded = topi.nn.pad(data, [0, pt, pl, 0], [0, pb + nh * m - oh, pr + nw * m - ow, 0], name="data_pad")
     b = topi.utils.const_matrix(b_np.astype("float32"), "B")  # B[r, eps]
     a = topi.utils.const_matrix(a_np.astype("float32"), "A")  # A[r, v]
 
