@@ -1,4 +1,5 @@
-"""Facts about a TIR block that the hand-written schedules (row kernels, column reductions, pools, padding) ask."""
+"""Facts about a TIR block that the hand-written schedules (row kernels, column reductions, pools, padding,
+Winograd transforms) ask."""
 
 from __future__ import annotations
 

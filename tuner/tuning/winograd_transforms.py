@@ -13,12 +13,9 @@ from __future__ import annotations
 import contextlib
 
 from ..winograd import INPUT_RULE, OUTPUT_RULE
+from .block_facts import vector_width
 
 LANES = 16  # the rules get no target: AVX-512's width; LLVM splits a 16-lane vector in two on AVX2
-
-
-def _vector_width(extent: int) -> int:
-    return next((w for w in (LANES, LANES // 2, 4) if extent % w == 0), 1)
 
 
 def _inline_constants(sch, block) -> None:
@@ -38,7 +35,7 @@ def input_transform(sch, block):
             sch.compute_inline(producer)
     _inline_constants(sch, rows)
     eps, nu, tile, channel, rb = sch.get_loops(block)
-    width = _vector_width(int(sch.get(channel).extent))
+    width = vector_width(int(sch.get(channel).extent), LANES)
     outer, vector = sch.split(channel, [None, width])
     sch.reorder(tile, outer, eps, nu, rb, vector)
     job = sch.fuse(tile, outer)
@@ -61,7 +58,7 @@ def output_transform(sch, block):
     i, y, x, o, sb = sch.get_loops(block)
     yo, yi = sch.split(y, [None, m])
     xo, xi = sch.split(x, [None, m])
-    oo, ov = sch.split(o, [None, _vector_width(int(sch.get(o).extent))])
+    oo, ov = sch.split(o, [None, vector_width(int(sch.get(o).extent), LANES)])
     sch.reorder(i, yo, xo, oo, yi, xi, sb, ov)
     job = sch.fuse(i, yo, xo, oo)
     sch.parallel(job)
