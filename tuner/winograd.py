@@ -5,9 +5,9 @@ ONNX Runtime's CPU convolutions are direct (MLAS, NCHWc). Winograd computes an m
 weights' transform U = G g G^T is a constant, folded at build time (FoldConstant after legalization); what runs is
 the input transform (V = B^T d B per tile and channel), a batched matmul over the (m + 2)^2 tile positions
 (M = tiles, K = input channels, N = output channels), and the output transform (Y = A^T M A) that the epilogue
-(bias, ReLU, residual) follows. The transforms are block-local adds and carry a schedule of their own
-(`schedule_transform`, registered as the blocks' `schedule_rule`); the batched matmul is an ordinary anchor for
-multi-level tiling.
+(bias, ReLU, residual) follows. The transforms are block-local adds and carry schedules of their own
+(tuning/winograd_transforms.py, named by the blocks' `schedule_rule`); the batched matmul is an ordinary anchor
+for multi-level tiling.
 
 Taken (`winograd_tile`) where it measured faster: enough input channels and tiles (the matmul's K and M), few
 outputs computed in vain in partial tiles (a 7 x 7 map is 16 tiles of 2 covering 8 x 8: direct), transformed
@@ -88,7 +88,7 @@ def transformed_weights(weight, m: int):
 
 def conv2d_winograd_nhwc(data, u, m: int, padding, out_dtype: str = "float32"):
     """The TE compute: NHWC data, U[alpha, alpha, CI, CO] transformed weights -> NHWC output. Each 2-D
-    transform is two 1-D passes (rows, then columns): 2 x 6 x 6 products per tile and channel instead of 36 x 36.
+    transform is two 1-D passes (rows, then columns): 2 x 6^3 products per tile and channel instead of 6^4.
     The input transform's last pass is `data_pack`, the output transform's is the output itself, so the epilogue
     follows it per output tile."""
     from tvm import te, topi

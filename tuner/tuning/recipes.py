@@ -67,7 +67,9 @@ TWO_VECTORS = TileRecipe(grow_vectors=False)  # at most 2 vectors side by side, 
 ROWS_OUTER = TileRecipe(weights_outer=False)  # row blocks outermost, every weight block inside, as before 2026-12-05
 DRAWN_UNROLL = TileRecipe(unroll=None)  # MetaSchedule's random unroll depth, as before 2026-12-05
 EPILOGUE_APART = TileRecipe(fuse_epilogue=False)  # the epilogue as a second pass over the output
-SCALAR_POOLS = TileRecipe(vector_pools=False)  # pooling windows innermost and scalar, as before 2026-12-05
+# pooling windows innermost and scalar, as before 2026-12-05: without ApplyCustomRule, which also leaves Winograd's
+# transforms (tuning/winograd_transforms.py) to the root's parallelise/vectorise rule alone in this variant
+SCALAR_POOLS = TileRecipe(vector_pools=False)
 DIVISOR_ROWS = TileRecipe(whole_odd_rows=False)  # 13 rows as 13 blocks of 1, as before 2026-12-05
 THREE_VECTORS = TileRecipe(pow2_vectors=False)  # 96 channels as 3 side-by-side vectors, as before 2026-12-05
 GENERIC_ROW_KERNELS = TileRecipe(row_kernels=False)  # softmax, layer norm by the generic rules, as before 2026-12-06

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import warnings
 
-from . import custom_rules  # noqa: F401  (TOPI's pooling rule names, registered before any design space)
+# registered before any design space: TOPI's pooling rule names, and the Winograd transforms' rules (without them
+# ApplyCustomRule drops the annotation and the transforms get the generic rules)
+from . import custom_rules, winograd_transforms  # noqa: F401
 
 
 def half_precision(mod) -> bool:
