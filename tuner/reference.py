@@ -131,9 +131,9 @@ def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: i
 def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
     """ONNX Runtime's own per-node times (its profiler), summed over `repeat` runs after a warm-up:
     [{name, op, ms (per run)}], slowest first. Spinning, as ONNX Runtime runs by default: without it each node's
-    time includes waking its worker threads, and a 3 ms MobileNetV2 profiled its convs 1.2-2.5x slower than
-    spinning (our kernels looked 0.4-0.6x ORT's where spinning they are 0.8-1.2x). Taken after the package's
-    own profile: spinning threads would slow a TVM pool sharing the cores."""
+    time includes waking its worker threads: a 3 ms MobileNetV2 profiled most of its conv nodes 1.1-1.9x slower
+    than spinning (one 0.66x), and our kernels read 0.33-0.91x ORT's instead of 0.29-1.54x. Taken after the
+    package's own profile: spinning threads would slow a TVM pool sharing the cores."""
     import json
     import tempfile
 
