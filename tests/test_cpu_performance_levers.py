@@ -159,28 +159,41 @@ def test_search_iterations_are_sized_to_the_budget():
 
 
 def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
-    """Batches of 10 s against a 100 s budget: the run ends after the batch that leaves less than one batch of time
-    (at 90 s), not after the one that crosses the budget (at 100 s or later)."""
+    """Batches predicted at 50 s that take 10 s against a 100 s budget: the first calibrates the prediction, and the
+    run ends after the batch that leaves less than one batch of time (at 90 s), not after the one that crosses the
+    budget (at 100 s or later)."""
     from tuner.tuning.deadline import Deadline
 
     now = [0.0]
     d = Deadline(100.0, clock=lambda: now[0])
-    assert d.fits(4) == 1  # nothing measured yet: the first round learns the batch time on one task
-    d.start_round(1)
-    assert not d.expired()  # nothing measured yet: the first batch always runs
+    assert d.plan([{512: 50.0, 64: 8.0}] * 4) == (1, 512)  # not calibrated: the first round learns on one task
+    d.start_round([50.0])
     ends = []
     while not d.expired():
         now[0] += 10.0
         d.batch_done()
         ends.append(now[0])
-    assert ends[-1] == 90.0 and d.batch_s == 10.0
+    assert ends[-1] == 90.0 and d.scale == 0.2
     # a slow batch raises the estimate, smoothed: one 50 s batch after 10 s ones expects 30 s next
     d2 = Deadline(1000.0, clock=lambda: now[0])
-    d2.start_round(1)
+    d2.start_round([10.0])
     for took in (10.0, 10.0, 50.0):
         now[0] += took
         d2.batch_done()
-    assert d2.batch_s == 30.0
+    assert d2.scale == 3.0
+
+
+def test_deadline_shrinks_the_search_to_fit_and_starts_nothing_that_cannot():
+    """A batch whose search at the full population would overrun gets a smaller population; when not even the
+    smallest fits, no round starts (a Winograd conv's first batch at population 512 ran a 40 s budget to 86 s)."""
+    from tuner.tuning.deadline import Deadline
+
+    now = [0.0]
+    d = Deadline(40.0, clock=lambda: now[0])
+    winograd = {512: 82.0, 256: 49.0, 128: 33.0, 64: 24.0}
+    assert d.plan([winograd]) == (1, 128)
+    now[0] = 20.0
+    assert d.plan([winograd])[0] == 0
 
 
 def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
@@ -190,25 +203,42 @@ def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
 
     now = [0.0]
     d = Deadline(200.0, clock=lambda: now[0])
-    d.start_round(4)
+    d.start_round([10.0] * 4)
     now[0] = 80.0
-    d.batch_done()  # 4 batches of 20 s
+    d.batch_done()  # 4 batches of 20 s, predicted at 10 s
     for _ in range(3):
         now[0] += 0.1
         d.batch_done()  # the burst: batches that already ran
-    assert d.batch_s == 20.0
+    assert d.scale == 2.0
     now[0] += 20.0
     d.batch_done()  # then one batch per callback
-    assert d.batch_s == 20.0
-    assert d.fits(4) == 4  # 99.7 s left: four batches of 20 s
+    assert d.scale == 2.0
+    assert d.plan([{512: 10.0}] * 4) == (4, 512)  # 99.7 s left: four batches of 20 s
     now[0] = 150.0
-    assert d.fits(4) == 2 and d.fits(1) == 1
+    assert d.plan([{512: 10.0}] * 4) == (2, 512) and d.plan([{512: 10.0}]) == (1, 512)
     now[0] = 195.0
-    assert d.fits(4) == 1 and d.expired()  # a round always gets one task; the loop checks expired() first
+    assert d.plan([{512: 10.0}] * 4)[0] == 0 and d.expired()
+
+
+def test_search_cost_is_probed_per_task(cnn):
+    """Each task's search cost per candidate is measured on its own design space (no timing asserted beyond its
+    being a real, small duration), and predicts a batch that grows with the population."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.tuning.search_cost import batch_seconds, candidate_seconds
+    from tuner.tuning.spaces import design_space
+
+    spec = resolve_target("llvm")
+    lowered = lower_prepared(prepare_model(cnn), spec, get_strategy("tvm"))
+    task = max(ms.relax_integration.extract_tasks(lowered.mod, spec.tvm_target()), key=lambda t: "conv" in t.task_name)
+    cost = candidate_seconds(task, design_space(spec, lowered.mod))
+    assert 0 < cost < 5
+    assert batch_seconds(cost, 512, 32, 2) > batch_seconds(cost, 64, 32, 2) > 32 * 0.3
 
 
 def test_time_budget_stops_inside_a_round_and_runner_gets_the_threads(mlp, tmp_path):
-    """A 1-second budget: the run stops after its first measured batch, long before the round's trial count, and the
+    """A 1-second budget: the run stops before any search batch that would overrun it (the default schedules are
+    measured first, a record each), long before the round's trial count, and the
     database records the thread count the candidates were measured with, and the cache mode asked for."""
     db = str(tmp_path / "db")
     r = run_cli(

@@ -6,12 +6,14 @@ before it joins any (round robin): measure callbacks arrive only after all of th
 clock after each batch therefore let a 30-second budget tune for 258 s (4 tasks x ~60 s of search and builds on
 a busy 2-core machine), and 10-minute budgets run 605-712 s.
 
-So the deadline keeps how long one task's batch takes (the round robin's time divided by its tasks, then the
-interval between consecutive batches; smoothed), stops when the *next* batch would end past the budget, and
-says how many tasks a new round can start (`fits`): the first round under a time budget starts one task, to
-learn the batch time before committing to a round robin. The check runs as a measure callback after each batch
-(its records already committed by the default callbacks, which run first); it ends `tune_tasks` by terminating
-every task: the scheduler then joins the batches still in flight, commits them, and returns."""
+So no batch starts that is expected to end past the budget. Each task's batch is predicted before it starts
+(`search_cost`: its search cost per candidate, probed, times the population), and the predictions are calibrated
+by what batches really took (`scale`: observed over predicted, smoothed). A round gets the largest population,
+then as many of its tasks, as fit the time left (`plan`; none: the run stops); the first round under a time
+budget starts one task, to calibrate before committing to a round robin. After each batch a measure callback
+(its records already committed by the default callbacks, which run first) ends `tune_tasks` when the next batch
+would not fit, by terminating every task: the scheduler then joins the batches still in flight, commits them, and
+returns."""
 
 from __future__ import annotations
 
@@ -19,43 +21,67 @@ import time
 
 
 class Deadline:
-    """The time budget, ending at `at` (time.time()). `expired()` says whether another batch fits; `callback()` is
-    the measure callback that ends a round once it does not; `fired` says whether it did."""
+    """The time budget, ending at `at` (time.time()). `plan` sizes a round, `expired()` says whether another batch of
+    the round fits; `callback()` is the measure callback that ends a round once it does not; `fired` says whether
+    it did."""
 
     def __init__(self, at: float, clock=time.time):
         self.at = at
         self.fired = False
-        self.batch_s = 0.0  # the expected time of one task's batch: 0 until one has been seen
+        self.scale = 1.0  # observed / predicted batch time
+        self.calibrated = False
         self._clock = clock
         self._last = None
         self._round_tasks = 1
+        self._round_s = 0.0  # the round's predicted first pass (one batch of each of its tasks)
+        self._batch_s = 0.0  # one of its batches, predicted (their mean)
         self._seen = 0  # batches joined in this round
 
-    def fits(self, tasks: int) -> int:
-        """How many tasks a round starting now can give their first batch (at least 1)."""
-        if not self.batch_s:
-            return 1  # nothing measured yet: learn the batch time on one task
-        return max(1, min(tasks, int((self.at - self._clock()) / self.batch_s)))
+    def left(self) -> float:
+        return self.at - self._clock()
 
-    def start_round(self, tasks: int = 1) -> None:
-        """A round of `tasks` tasks begins: its design spaces and searches count towards its first batches."""
-        self._last, self._round_tasks, self._seen = self._clock(), max(1, tasks), 0
+    def plan(self, predicted: list[dict[int, float]]) -> tuple[int, int]:
+        """(tasks, population) for a round starting now, from each candidate task's predicted batch seconds by
+        population (in priority order): the largest population at which the first task fits, then as many tasks
+        as fit at it (one until calibrated). (0, _) when not even the smallest batch fits."""
+        left = self.left()
+        sizes = sorted(predicted[0], reverse=True) if predicted else []
+        for population in sizes:
+            if self.scale * predicted[0][population] > left:
+                continue
+            n, total = 0, 0.0
+            for p in predicted[: len(predicted) if self.calibrated else 1]:
+                if self.scale * (total + p[population]) > left:
+                    break
+                n, total = n + 1, total + p[population]
+            return n, population
+        return 0, sizes[-1] if sizes else 0
+
+    def start_round(self, predicted_s: list[float]) -> None:
+        """A round begins with the chosen tasks' predicted batch seconds (unscaled)."""
+        self._last, self._round_tasks, self._seen = self._clock(), max(1, len(predicted_s)), 0
+        self._round_s = sum(predicted_s)
+        self._batch_s = self._round_s / self._round_tasks
 
     def batch_done(self) -> None:
         now = self._clock()
         self._seen += 1
         if self._seen == 1:  # the round robin: every task searched and built before this first join
-            self._learn((now - self._last) / self._round_tasks)
+            self._learn((now - self._last) / self._round_s if self._round_s else None)
         elif self._seen > self._round_tasks:  # one batch since the last join
-            self._learn(now - self._last)
+            self._learn((now - self._last) / self._batch_s if self._batch_s else None)
         self._last = now  # (the rest of the round robin's burst joins batches that already ran)
 
-    def _learn(self, took: float) -> None:
-        # smoothed so that one slow batch (a large kernel's builds) does not end the run early by itself
-        self.batch_s = took if not self.batch_s else 0.5 * (self.batch_s + took)
+    def _learn(self, ratio: float | None) -> None:
+        if ratio is None:
+            return
+        # smoothed so that one slow batch does not end the run early by itself
+        self.scale = ratio if not self.calibrated else 0.5 * (self.scale + ratio)
+        self.calibrated = True
 
     def expired(self) -> bool:
-        return self._clock() + self.batch_s >= self.at
+        """Would the round's next batch end past the budget?"""
+        return self._clock() + self.scale * self._batch_s >= self.at
 
     def callback(self):
         from tvm.ir.utils import derived_object

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
-import types
 
 from ..ir import buffer_shapes, kernel_script
 from .column_reductions import column_schedule
+from .intrinsics import register as register_intrinsics
 from .padding import inline_channelwise_padding
 from .recipes import RECIPE, TileRecipe
 from .row_kernels import row_schedule
@@ -115,21 +114,6 @@ def _postprocs():
         ms.postproc.RewriteReductionBlock(),
         ms.postproc.RewriteLayout(),
     ]
-
-
-@contextlib.contextmanager
-def _without_tensor_intrinsics():
-    """TuneContext imports every tensor intrinsic (~20 s on first use); these rules use none. Stand a module in for
-    it while the context is made, unless the real one is loaded already."""
-    name = "tvm.s_tir.tensor_intrin"
-    if name in sys.modules:
-        yield
-        return
-    sys.modules[name] = types.ModuleType(name)
-    try:
-        yield
-    finally:
-        del sys.modules[name]
 
 
 def _divisor_at_most(n: int, cap: int) -> int:
@@ -295,15 +279,15 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
     rules = _rules(extent, recipe)
     space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=_postprocs(), mutator_probs={})
-    with _without_tensor_intrinsics():
-        ctx = ms.TuneContext(
-            mod=tvm.IRModule({"main": func}),
-            target=target,
-            space_generator=space,
-            task_name="default",
-            num_threads=1,
-            rand_state=seed,
-        )
+    register_intrinsics("llvm")  # what TuneContext would import: the CPU's only (tuning/intrinsics.py)
+    ctx = ms.TuneContext(
+        mod=tvm.IRModule({"main": func}),
+        target=target,
+        space_generator=space,
+        task_name="default",
+        num_threads=1,
+        rand_state=seed,
+    )
     cores = int(target.attrs.get("num-cores", 1))
     for use, own_schedule in (
         (recipe.row_kernels, lambda: row_schedule(func, lanes)),

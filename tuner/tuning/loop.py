@@ -32,6 +32,7 @@ from .knobs import UNLIMITED, Knobs, per_iteration
 from .priority import count_stalls, where_time_goes
 from .progress import Progress, RoundStatus, measure_callback
 from .rpc import runner as make_runner
+from .search_cost import POPULATIONS, batch_seconds, candidate_seconds
 from .seed import seed_records
 from .spaces import round_contexts, with_design_space
 from .state import TaskState, TuneResult
@@ -218,8 +219,6 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     progress.begin(_status(run, spent, budget))
     try:
         while spent < budget:
-            if run.deadline and run.deadline.expired():  # the next batch would end past the budget
-                return spent, "time"
             before = {id(st): (st.trials, st.best_ms) for st in run.states}
             ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
             spent += ran
@@ -254,16 +253,21 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     knobs, db_dir = run.knobs, run.db_dir
     deadline = run.deadline
     chosen = where_time_goes(run.tunable, knobs)
-    if deadline:  # as many tasks as can get their first batch in the time left (see deadline.py)
-        chosen = chosen[: deadline.fits(len(chosen))]
+    population = knobs.population
+    if deadline:  # the largest search, then as many tasks, whose batches fit the time left (see deadline.py)
+        predicted = [_predicted_batches(task, st, knobs, cores) for task, st in chosen]
+        n, population = deadline.plan(predicted)
+        if not n:
+            return 0, True
+        chosen = chosen[:n]
         deadline.fired = False
-        deadline.start_round(len(chosen))
+        deadline.start_round([p[population] for p in predicted[:n]])
     round_trials = knobs.round_trials or knobs.num_trials_per_iter * knobs.iters_per_round * len(chosen)
     contexts, weights = round_contexts(
         chosen,
         os.path.join(db_dir, "logs"),
         console_level=console_level,
-        strategy=search_strategy(knobs),
+        strategy=search_strategy(knobs, population),
         num_threads=cores,
         seed=knobs.seed,
     )
@@ -297,15 +301,30 @@ def _time_words(knobs: Knobs) -> str:
     return f", until {knobs.time_budget_s:.0f} s" if knobs.time_budget_s else ""
 
 
-def search_strategy(knobs: Knobs):
-    """The search strategy by name, with the population knob for evolutionary search."""
+def search_strategy(knobs: Knobs, population: int | None = None):
+    """The search strategy by name; evolutionary search with `population` (default: the knob)."""
     from tvm.s_tir import meta_schedule as ms
 
     if knobs.search != "evolutionary":
         return knobs.search
+    population = population or knobs.population
     return ms.search_strategy.EvolutionarySearch(
-        population_size=knobs.population, init_min_unmeasured=min(50, knobs.population // 4)
+        population_size=population, init_min_unmeasured=min(50, population // 4)
     )
+
+
+def _predicted_batches(task, st, knobs: Knobs, cores: int) -> dict[int, float]:
+    """{population: predicted seconds of one batch of this task} for the populations a round may use."""
+    if st.candidate_s is None:
+        try:
+            st.candidate_s = candidate_seconds(task, st.space)
+        except Exception:  # a space whose sample does not apply: assume a direct conv's cost
+            st.candidate_s = 0.01
+    per_iter = knobs.num_trials_per_iter
+    if knobs.search != "evolutionary":  # no population: the batch's own candidates are all it draws
+        return {knobs.population: batch_seconds(st.candidate_s, per_iter, per_iter, cores)}
+    sizes = [p for p in POPULATIONS if p <= knobs.population] or [knobs.population]
+    return {p: batch_seconds(st.candidate_s, p, per_iter, cores) for p in sizes}
 
 
 def _round_size(round_trials: int, remaining: int, per_iter: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ import warnings
 # registered before any design space: TOPI's pooling rule names, and the Winograd transforms' rules (without them
 # ApplyCustomRule drops the annotation and the transforms get the generic rules)
 from . import custom_rules, winograd_transforms  # noqa: F401
+from .intrinsics import register as register_intrinsics
 
 
 def half_precision(mod) -> bool:
@@ -25,7 +26,7 @@ def design_space(target_spec, mod):
     from tvm.s_tir import meta_schedule as ms
 
     if target_spec.is_gpu and half_precision(mod):
-        import tvm.s_tir.tensor_intrin  # noqa: F401  (registers the WMMA/MMA intrinsics the rules name; ~20 s)
+        register_intrinsics("cuda")  # the WMMA/MMA intrinsics the rules name
 
         return ms.space_generator.PostOrderApply(
             sch_rules="cuda-tensorcore", postprocs="cuda-tensorcore", mutator_probs="cuda-tensorcore"
@@ -37,6 +38,7 @@ def bare_context(task, space, seed=None, search: str = "evolutionary"):
     """A TuneContext with no logger: MetaSchedule's per-task loggers reconfigure console logging on creation."""
     from tvm.s_tir import meta_schedule as ms
 
+    register_intrinsics(task.target.kind.name)  # before TuneContext imports every target's (intrinsics.py)
     return ms.TuneContext(
         mod=task.dispatched[0],
         target=task.target,
@@ -126,6 +128,8 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
     # left at DEBUG by any earlier configuration (a previous round, the default-schedule seeds)
     if console_level:
         ms_logger.setLevel(console_level)
+    for kind in {t.target.kind.name for t, _ in tunable}:
+        register_intrinsics(kind)
     try:
         for space in {id(st.space): st.space for _, st in tunable}.values():
             tasks = [t for t, st in tunable if st.space is space]
