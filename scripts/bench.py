@@ -215,7 +215,11 @@ def main(argv=None) -> int:
         default="tuned,warm,unfused",
         help="which tuned variants to run besides ONNX Runtime and untuned (comma-separated: tuned, warm, unfused)",
     )
-    ap.add_argument("--warm-budget", default="2m", help="tuning time of the warm variant (from schedules/)")
+    ap.add_argument(
+        "--warm-budget",
+        default="60s",
+        help="tuning time of the warm variant (from schedules/); 60 s keeps the whole tune-model under 2 minutes",
+    )
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--out", default="reports/bench")
     args = ap.parse_args(argv)

@@ -166,7 +166,7 @@ def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
 
     now = [0.0]
     d = Deadline(100.0, clock=lambda: now[0])
-    assert d.plan([{512: 50.0, 64: 8.0}] * 4) == (1, 512)  # not calibrated: the first round learns on one task
+    assert d.plan([{512: 50.0, 64: 8.0}] * 4) == ([0], 512)  # not calibrated: the first round learns on one task
     d.start_round([50.0])
     ends = []
     while not d.expired():
@@ -185,15 +185,19 @@ def test_deadline_stops_when_the_next_batch_would_end_past_the_budget():
 
 def test_deadline_shrinks_the_search_to_fit_and_starts_nothing_that_cannot():
     """A batch whose search at the full population would overrun gets a smaller population; when not even the
-    smallest fits, no round starts (a Winograd conv's first batch at population 512 ran a 40 s budget to 86 s)."""
+    smallest fits, a cheaper task's batch may use the time left, and when none fits no round starts (a Winograd
+    conv's first batch at population 512 ran a 40 s budget to 86 s)."""
     from tuner.tuning.deadline import Deadline
 
     now = [0.0]
     d = Deadline(40.0, clock=lambda: now[0])
     winograd = {512: 82.0, 256: 49.0, 128: 33.0, 64: 24.0}
-    assert d.plan([winograd]) == (1, 128)
+    direct = {512: 30.0, 256: 22.0, 128: 18.0, 64: 16.0}
+    assert d.plan([winograd, direct]) == ([0], 128)
     now[0] = 20.0
-    assert d.plan([winograd])[0] == 0
+    assert d.plan([winograd, direct]) == ([1], 128)  # the time left still fits a cheaper task's batch
+    now[0] = 30.0
+    assert d.plan([winograd, direct])[0] == []
 
 
 def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
@@ -213,11 +217,11 @@ def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
     now[0] += 20.0
     d.batch_done()  # then one batch per callback
     assert d.scale == 2.0
-    assert d.plan([{512: 10.0}] * 4) == (4, 512)  # 99.7 s left: four batches of 20 s
+    assert d.plan([{512: 10.0}] * 4) == ([0, 1, 2, 3], 512)  # 99.7 s left: four batches of 20 s
     now[0] = 150.0
-    assert d.plan([{512: 10.0}] * 4) == (2, 512) and d.plan([{512: 10.0}]) == (1, 512)
+    assert d.plan([{512: 10.0}] * 4) == ([0, 1], 512) and d.plan([{512: 10.0}]) == ([0], 512)
     now[0] = 195.0
-    assert d.plan([{512: 10.0}] * 4)[0] == 0 and d.expired()
+    assert d.plan([{512: 10.0}] * 4)[0] == [] and d.expired()
 
 
 def test_search_cost_is_probed_per_task(cnn):

@@ -8,12 +8,12 @@ a busy 2-core machine), and 10-minute budgets run 605-712 s.
 
 So no batch starts that is expected to end past the budget. Each task's batch is predicted before it starts
 (`search_cost`: its search cost per candidate, probed, times the population), and the predictions are calibrated
-by what batches really took (`scale`: observed over predicted, smoothed). A round gets the largest population,
-then as many of its tasks, as fit the time left (`plan`; none: the run stops); the first round under a time
-budget starts one task, to calibrate before committing to a round robin. After each batch a measure callback
-(its records already committed by the default callbacks, which run first) ends `tune_tasks` when the next batch
-would not fit, by terminating every task: the scheduler then joins the batches still in flight, commits them, and
-returns."""
+by what batches really took (`scale`: observed over predicted, smoothed). A round gets its most important task
+that fits the time left, at the largest population that fits, and the others that fit beside it (`plan`; none:
+the run stops); the first round under a time budget starts one task, to calibrate before committing to a round
+robin. After each batch a measure callback (its records already committed by the default callbacks, which run
+first) ends `tune_tasks` when the next batch would not fit, by terminating every task: the scheduler then joins
+the batches still in flight, commits them, and returns."""
 
 from __future__ import annotations
 
@@ -40,22 +40,23 @@ class Deadline:
     def left(self) -> float:
         return self.at - self._clock()
 
-    def plan(self, predicted: list[dict[int, float]]) -> tuple[int, int]:
-        """(tasks, population) for a round starting now, from each candidate task's predicted batch seconds by
-        population (in priority order): the largest population at which the first task fits, then as many tasks
-        as fit at it (one until calibrated). (0, _) when not even the smallest batch fits."""
+    def plan(self, predicted: list[dict[int, float]]) -> tuple[list[int], int]:
+        """(the tasks, by index, and the population) for a round starting now, from each candidate task's predicted
+        batch seconds by population, in priority order: the first task that fits at any population, at the largest
+        that fits, then (once calibrated) every other task that fits beside it at that population. ([], _) when
+        no batch fits: time is up."""
         left = self.left()
-        sizes = sorted(predicted[0], reverse=True) if predicted else []
-        for population in sizes:
-            if self.scale * predicted[0][population] > left:
-                continue
-            n, total = 0, 0.0
-            for p in predicted[: len(predicted) if self.calibrated else 1]:
-                if self.scale * (total + p[population]) > left:
-                    break
-                n, total = n + 1, total + p[population]
-            return n, population
-        return 0, sizes[-1] if sizes else 0
+        for first, batches in enumerate(predicted):
+            fitting = [p for p in sorted(batches, reverse=True) if self.scale * batches[p] <= left]
+            if not fitting:
+                continue  # too costly for the time left: a cheaper task may still use it
+            population, total, chosen = fitting[0], batches[fitting[0]], [first]
+            for i in range(first + 1, len(predicted) if self.calibrated else first + 1):
+                if population in predicted[i] and self.scale * (total + predicted[i][population]) <= left:
+                    total += predicted[i][population]
+                    chosen.append(i)
+            return chosen, population
+        return [], 0
 
     def start_round(self, predicted_s: list[float]) -> None:
         """A round begins with the chosen tasks' predicted batch seconds (unscaled)."""

@@ -256,12 +256,12 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     population = knobs.population
     if deadline:  # the largest search, then as many tasks, whose batches fit the time left (see deadline.py)
         predicted = [_predicted_batches(task, st, knobs, cores) for task, st in chosen]
-        n, population = deadline.plan(predicted)
-        if not n:
+        picked, population = deadline.plan(predicted)
+        if not picked:
             return 0, True
-        chosen = chosen[:n]
+        chosen = [chosen[i] for i in picked]
         deadline.fired = False
-        deadline.start_round([p[population] for p in predicted[:n]])
+        deadline.start_round([predicted[i][population] for i in picked])
     round_trials = knobs.round_trials or knobs.num_trials_per_iter * knobs.iters_per_round * len(chosen)
     contexts, weights = round_contexts(
         chosen,
