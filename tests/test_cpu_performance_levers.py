@@ -224,6 +224,32 @@ def test_deadline_reads_a_round_robin_and_sizes_rounds_to_the_time_left():
     assert d.plan([{512: 10.0}] * 4)[0] == [] and d.expired()
 
 
+def test_deadline_judges_the_next_batch_by_the_costliest_of_the_round():
+    """The task scheduler picks the next task after the check, so the next batch may be the round's costliest: a
+    round of a Winograd conv and three direct ones ran a 10-minute budget 32 s over when judged by their mean.
+    Each batch is learned against its own task's prediction."""
+    from tuner.tuning.deadline import Deadline
+
+    now = [0.0]
+    d = Deadline(600.0, clock=lambda: now[0])
+    d.start_round([80.0, 10.0, 10.0, 10.0])
+    now[0] = 110.0
+    for task_id in range(4):  # the round robin's burst
+        d.batch_done(task_id)
+    assert d.scale == 1.0
+    now[0] = 530.0  # 70 s left: the mean batch (27.5 s) fits, the Winograd one (80 s) does not
+    assert d.expired()
+    d2 = Deadline(1000.0, clock=lambda: now[0])
+    now[0] = 0.0
+    d2.start_round([80.0, 10.0])
+    now[0] = 90.0
+    d2.batch_done(0)
+    d2.batch_done(1)
+    now[0] = 110.0
+    d2.batch_done(1)  # the direct conv's batch took 20 s against 10 predicted
+    assert d2.scale == 1.5
+
+
 def test_search_cost_is_probed_per_task(cnn):
     """Each task's search cost per candidate is measured on its own design space (no timing asserted beyond its
     being a real, small duration), and predicts a batch that grows with the population."""

@@ -12,8 +12,9 @@ by what batches really took (`scale`: observed over predicted, smoothed). A roun
 that fits the time left, at the largest population that fits, and the others that fit beside it (`plan`; none:
 the run stops); the first round under a time budget starts one task, to calibrate before committing to a round
 robin. After each batch a measure callback (its records already committed by the default callbacks, which run
-first) ends `tune_tasks` when the next batch would not fit, by terminating every task: the scheduler then joins
-the batches still in flight, commits them, and returns."""
+first) ends `tune_tasks` when the round's costliest batch would not fit, by terminating every task: the scheduler
+then joins the batches still in flight, commits them, and returns, and the next round is planned from the time
+left."""
 
 from __future__ import annotations
 
@@ -32,9 +33,7 @@ class Deadline:
         self.calibrated = False
         self._clock = clock
         self._last = None
-        self._round_tasks = 1
-        self._round_s = 0.0  # the round's predicted first pass (one batch of each of its tasks)
-        self._batch_s = 0.0  # one of its batches, predicted (their mean)
+        self._round = [0.0]  # predicted seconds of one batch of each task of the round (unscaled)
         self._seen = 0  # batches joined in this round
 
     def left(self) -> float:
@@ -59,30 +58,34 @@ class Deadline:
         return [], 0
 
     def start_round(self, predicted_s: list[float]) -> None:
-        """A round begins with the chosen tasks' predicted batch seconds (unscaled)."""
-        self._last, self._round_tasks, self._seen = self._clock(), max(1, len(predicted_s)), 0
-        self._round_s = sum(predicted_s)
-        self._batch_s = self._round_s / self._round_tasks
+        """A round begins with the chosen tasks' predicted batch seconds (unscaled), in the order of its tasks."""
+        self._last, self._seen = self._clock(), 0
+        self._round = list(predicted_s) or [0.0]
 
-    def batch_done(self) -> None:
+    def batch_done(self, task_id: int | None = None) -> None:
+        """A batch of the round's task `task_id` was joined."""
         now = self._clock()
         self._seen += 1
         if self._seen == 1:  # the round robin: every task searched and built before this first join
-            self._learn((now - self._last) / self._round_s if self._round_s else None)
-        elif self._seen > self._round_tasks:  # one batch since the last join
-            self._learn((now - self._last) / self._batch_s if self._batch_s else None)
+            self._learn(now - self._last, sum(self._round))
+        elif self._seen > len(self._round):  # one batch since the last join: the one just joined
+            known = task_id is not None and 0 <= task_id < len(self._round)
+            self._learn(now - self._last, self._round[task_id] if known else sum(self._round) / len(self._round))
         self._last = now  # (the rest of the round robin's burst joins batches that already ran)
 
-    def _learn(self, ratio: float | None) -> None:
-        if ratio is None:
+    def _learn(self, took: float, predicted: float) -> None:
+        if predicted <= 0:
             return
         # smoothed so that one slow batch does not end the run early by itself
+        ratio = took / predicted
         self.scale = ratio if not self.calibrated else 0.5 * (self.scale + ratio)
         self.calibrated = True
 
     def expired(self) -> bool:
-        """Would the round's next batch end past the budget?"""
-        return self._clock() + self.scale * self._batch_s >= self.at
+        """Could the round's next batch end past the budget? The task scheduler picks it after this check, so it
+        is judged by the round's costliest (a round of Winograd and direct convs ran a 10-minute budget 32 s over
+        when judged by their mean); the next round is planned afresh from the time left."""
+        return self._clock() + self.scale * max(self._round) >= self.at
 
     def callback(self):
         from tvm.ir.utils import derived_object
@@ -93,7 +96,7 @@ class Deadline:
         @derived_object
         class _Deadline(ms.measure_callback.PyMeasureCallback):
             def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
-                owner.batch_done()
+                owner.batch_done(task_id)
                 if owner.fired or not owner.expired():
                     return
                 owner.fired = True

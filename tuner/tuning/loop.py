@@ -220,14 +220,14 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     try:
         while spent < budget:
             before = {id(st): (st.trials, st.best_ms) for st in run.states}
-            ran, timed_out = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
+            ran, time_up = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
+            if time_up:  # no batch fits the time left
+                return spent, "time"
             spent += ran
             _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
             count_stalls(run.states, before, knobs.stalled_gain)
             run.save()
             progress.round(_status(run, spent, budget))
-            if timed_out:
-                return spent, "time"
             total = _weighted_latency(run.states)
             stale_rounds = stale_rounds + 1 if best_total and total and total >= best_total * 0.999 else 0
             best_total = total if not stale_rounds else best_total
@@ -247,7 +247,8 @@ def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
 
 
 def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool]:
-    """(trials measured, whether the time budget ended it) for one round of `tune_tasks`."""
+    """(trials measured, whether the time is up: no batch fits the time left) for one round of `tune_tasks`. A
+    round the deadline cut short is not the end: the next one is planned from the time left."""
     from tvm.s_tir import meta_schedule as ms
 
     knobs, db_dir = run.knobs, run.db_dir
@@ -294,7 +295,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     except Exception:
         if not (deadline and deadline.fired):
             raise
-    return max(_trials_in_db(db_dir) - before, 0), bool(deadline and deadline.fired)
+    return max(_trials_in_db(db_dir) - before, 0), False
 
 
 def _time_words(knobs: Knobs) -> str:

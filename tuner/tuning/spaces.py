@@ -117,7 +117,6 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
     MetaSchedule's console log level as set before the first round (quiet_tvm_logs)."""
     from tvm.s_tir import meta_schedule as ms
 
-    contexts, weights = [], []
     ms_logger = logging.getLogger("tvm.s_tir.meta_schedule")
     # MetaSchedule's logging config lists the logger's handlers by name and crashes on an unnamed one
     # (one added by the host program, e.g. pytest): detach those while it reconfigures
@@ -131,11 +130,14 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
     for kind in {t.target.kind.name for t, _ in tunable}:
         register_intrinsics(kind)
     try:
+        made = {}
         for space in {id(st.space): st.space for _, st in tunable}.values():
             tasks = [t for t, st in tunable if st.space is space]
             c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space, **kwargs)
-            contexts += c
-            weights += w
+            made.update({ctx.task_name: (ctx, weight) for ctx, weight in zip(c, w)})
+        # in the order given: the deadline reads the task scheduler's task ids by it
+        ordered = [made[t.task_name] for t, _ in tunable if t.task_name in made]
+        contexts, weights = [c for c, _ in ordered], [w for _, w in ordered]
     finally:
         for h in foreign:
             ms_logger.addHandler(h)
