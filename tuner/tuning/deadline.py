@@ -51,7 +51,7 @@ class Deadline:
                 continue  # too costly for the time left: a cheaper task may still use it
             population, total, chosen = fitting[0], batches[fitting[0]], [first]
             for i in range(first + 1, len(predicted) if self.calibrated else first + 1):
-                if population in predicted[i] and self.scale * (total + predicted[i][population]) <= left:
+                if self.scale * (total + predicted[i][population]) <= left:  # every task has the same sizes
                     total += predicted[i][population]
                     chosen.append(i)
             return chosen, population

@@ -3,8 +3,8 @@
 A batch is an evolutionary search (every member of the population is drawn, mutated over 4 generations and
 scored: each a trace applied, post-processed and its features extracted), then `per_iter` candidates built and
 run. Per candidate, that work differs 5x between kernels: 9 ms for a direct conv, 43 ms for a Winograd conv
-(its unrolled transforms) on these 2-core machines; at population 512 that is a 14 s search against a 66 s one,
-and the Winograd batch alone ran a 40 s budget to 86 s. So each task's cost per candidate is probed once
+(its unrolled transforms) on these 2-core machines; at population 512 the Winograd conv's search took 63 s, and
+that one batch ran a 40 s budget to 86 s. So each task's cost per candidate is probed once
 (`candidate_seconds`: a few of its design-space schedules through the same steps), and the deadline picks the
 largest population whose batch fits the time left (`deadline.Deadline.plan`)."""
 
