@@ -53,7 +53,7 @@ def case_op(case) -> str:
 
 
 def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
-    from tuner.errors import TunerError, UnsupportedModelError
+    from tuner.core.errors import TunerError, UnsupportedModelError
 
     op = case_op(case)
     model = case.model
@@ -62,11 +62,11 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
             return CaseResult(case.name, op, "unsupported", "non-tensor input (sequence/optional)")
     inputs, _ = case_data(case)
     try:
-        from tuner.build import build_prepared
+        from tuner.build.executable import build_prepared
+        from tuner.core.target import resolve_target
+        from tuner.frontend.onnx_model import prepare_model
+        from tuner.frontend.shape_inputs import static_inputs
         from tuner.fusion import get_strategy
-        from tuner.onnx_model import prepare_model
-        from tuner.shape_inputs import static_inputs
-        from tuner.target import resolve_target
 
         init_names = {t.name for t in model.graph.initializer}
         data = dict(zip((vi.name for vi in model.graph.input if vi.name not in init_names), inputs))
@@ -88,7 +88,7 @@ def run_case(case, target: str = "llvm", fusion: str = "tvm") -> CaseResult:
 
 
 def _run_and_compare(case, op, result, inputs) -> CaseResult:
-    from tuner.reference import compare_outputs
+    from tuner.report.reference import compare_outputs
 
     model = case.model
     expected = case_data(case)[1]

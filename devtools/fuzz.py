@@ -229,15 +229,15 @@ def main(argv=None) -> int:
     import os
     import tempfile
 
-    from tuner.errors import TunerError
-    from tuner.interface.check import check_model
+    from tuner.commands.check import check_model
+    from tuner.core.errors import TunerError
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--compile", type=int, default=0, help="also compile this many of the buildable cases")
     args = ap.parse_args(argv)
-    from tuner.interface.compile import compile_model
+    from tuner.commands.compile import compile_model
 
     compiled = 0
     verdicts = collections.Counter()

@@ -38,7 +38,7 @@ def rpc_server(tracker_port: int, key: str):
 
 def registered(spec: str) -> int:
     """Servers the tracker has for the key (0 while it is not up)."""
-    from tuner.errors import TunerError
+    from tuner.core.errors import TunerError
     from tuner.tuning import check_rpc
 
     try:

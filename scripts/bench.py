@@ -50,7 +50,7 @@ def ort_session(prepared, threads: int, spinning: bool = True):
     """ONNX Runtime as users run it: all graph optimisations, `threads` intra-op threads, spin-waiting on."""
     import onnxruntime as ort
 
-    from tuner.reference import timing_options
+    from tuner.report.reference import timing_options
 
     return ort.InferenceSession(
         prepared.model.SerializeToString(), timing_options(threads, spinning), providers=["CPUExecutionProvider"]
@@ -63,10 +63,10 @@ PACKAGES = ("untuned", "tuned", "unfused_tuned", "warm")
 def blocks(runners: dict, n_blocks: int, runs: int) -> dict:
     """Median ms of each runner over `n_blocks` alternating blocks of `runs` back-to-back runs, the first run of
     each block dropped (it pays the switch from the previous runner: idle or spinning workers, cold caches). The
-    order rotates from block to block (`tuner.stats.rotated`)."""
+    order rotates from block to block (`tuner.core.stats.rotated`)."""
     import numpy as np
 
-    from tuner.stats import rotated
+    from tuner.core.stats import rotated
 
     times = {k: [] for k in runners}
     keys = list(runners)
@@ -87,7 +87,7 @@ def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: 
     as users call them (numpy in, numpy out), as ORT's run is."""
     import onnxruntime as ort
 
-    from tuner.reference import timing_options
+    from tuner.report.reference import timing_options
     from tuner.runtime import load
 
     pkgs = {k: load(p) for k, p in paths.items()}
@@ -112,9 +112,9 @@ def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: 
 
 
 def bench_model(name, args, threads) -> dict:
-    from tuner.interface.compile import compile_model
-    from tuner.interface.tune_model import tune_model
-    from tuner.onnx_model import prepare_model
+    from tuner.commands.compile import compile_model
+    from tuner.commands.tune_model import tune_model
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.tuning import Knobs
 
     path, shapes, consts = resolve(name)
@@ -223,8 +223,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default="llvm")
     ap.add_argument("--out", default="reports/bench")
     args = ap.parse_args(argv)
-    from tuner.target import resolve_target
-    from tuner.units import parse_duration
+    from tuner.core.target import resolve_target
+    from tuner.core.units import parse_duration
 
     args.budget_s = 60.0 if args.quick else parse_duration(args.budget)
     args.unfused = [] if args.unfused == "none" else args.unfused.split(",")

@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def variants(plain, algebra, lowered):
     """{name: scheduled module} for the five levels; `plain` is lowered without the graph algebra and fast math,
     `algebra` without fast math."""
-    from tuner.lowering import pack_weights
-    from tuner.tuning.default_schedule import schedule_untuned
+    from tuner.pipeline import pack_weights
+    from tuner.schedule.default_schedule import schedule_untuned
 
     default, _ = schedule_untuned(plain.mod, plain.target)
     with_algebra, _ = schedule_untuned(algebra.mod, algebra.target)
@@ -54,15 +54,15 @@ def main(argv=None) -> int:
     from tvm.runtime.vm import VirtualMachine
 
     from scripts.bench import blocks, ort_session, resolve
-    from tuner.build import lower_prepared
+    from tuner.build.executable import lower_prepared
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.lowering import pack_weights
-    from tuner.onnx_model import prepare_model
+    from tuner.pipeline import pack_weights
     from tuner.runtime import make_inputs
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import schedule_untuned
-    from tuner.tuning.recipes import EARLIER_RECIPES
-    from tuner.tuning.serial_small import SerialSmallKernels
+    from tuner.schedule.default_schedule import schedule_untuned
+    from tuner.schedule.recipes import EARLIER_RECIPES
+    from tuner.schedule.serial_small import SerialSmallKernels
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=["cnn", "minilm_l3", "magika"])

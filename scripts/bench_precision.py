@@ -33,14 +33,14 @@ def model_args(name):
 def bench(name, target, fusion, repeat) -> dict:
     import tvm
 
-    from tuner.build import build_prepared
-    from tuner.comparison.timing import Runnable, interleaved_latency
+    from tuner.build.executable import build_prepared
+    from tuner.core.precision import get_precision
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.onnx_model import prepare_model
-    from tuner.precision import get_precision
-    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.report.reference import compare_outputs, run_onnxruntime
+    from tuner.report.timing import Runnable, interleaved_latency
     from tuner.runtime import make_inputs
-    from tuner.target import resolve_target
 
     path, shapes, consts = model_args(name)
     spec = resolve_target(target)

@@ -39,7 +39,7 @@ def ort_latency(path, feed, threads, repeat=20):
 
 def main(argv=None) -> int:
     from devtools.zoo import REAL_MODELS
-    from tuner.interface.tune_model import tune_model
+    from tuner.commands.tune_model import tune_model
     from tuner.runtime import load
     from tuner.tuning import Knobs
 

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main(argv=None) -> int:
     from devtools.zoo import REAL_MODELS
-    from tuner.comparison.driver import compare
+    from tuner.commands.compare import compare
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="+", choices=sorted(REAL_MODELS))

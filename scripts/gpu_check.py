@@ -38,7 +38,7 @@ H200 = {"peak_gflops": 67_000.0, "peak_gbps": 4_300.0}
 def _environment(target: str) -> dict:
     import tvm
 
-    from tuner.target import detect_gpu_arch, resolve_target
+    from tuner.core.target import detect_gpu_arch, resolve_target
 
     env = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -64,10 +64,10 @@ def _environment(target: str) -> dict:
 
 def _build_candidates(model: str, target: str, shapes, precision: str | None = None) -> list[dict]:
     """Tuning candidates of the model's heaviest kernel, sampled and built (tuner.tuning.build_candidates)."""
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
+    from tuner.pipeline import import_for, lower
     from tuner.tuning import build_candidates
 
     spec, strategy = resolve_target(target), get_strategy("tvm")
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from tuner.cli.shapes import parse_input_shapes
-    from tuner.errors import TunerError
+    from tuner.core.errors import TunerError
 
     shapes = parse_input_shapes(args.input_shape) or None
     os.makedirs(args.output, exist_ok=True)
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         return 2
     save()
 
-    from tuner.interface.compile import compile_model
+    from tuner.commands.compile import compile_model
     from tuner.runtime.package import read_package
 
     for model in args.models:
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
             }
             read_package(pkg)  # checksums
             if not args.build_only:
-                from tuner.interface.run import run_package
+                from tuner.commands.run import run_package
 
                 run = run_package(pkg, verify=model, repeat=args.repeat)
                 out.update({"verify": run["verify"], "latency_ms": run["latency_ms"]})
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
 
     def cuda_graphs():
         """The same model built with and without CUDA graphs: the launch overhead fusion also attacks."""
-        from tuner.build import cuda_graph_calls
+        from tuner.build.executable import cuda_graph_calls
 
         out = {}
         for label, on in (("with", True), ("without", False)):
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
             result, _ = compile_model(first, pkg, target=args.target, shapes=shapes, cuda_graph=on)
             out[label] = {"graph_calls": cuda_graph_calls(result.executable)}
             if not args.build_only:
-                from tuner.interface.run import run_package
+                from tuner.commands.run import run_package
 
                 out[label]["latency_ms"] = run_package(pkg, repeat=args.repeat)["latency_ms"]
         if not out["with"]["graph_calls"] or out["without"]["graph_calls"]:
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     if not args.build_only:
 
         def tune():
-            from tuner.interface.tune_model import tune_model
+            from tuner.commands.tune_model import tune_model
             from tuner.tuning import Knobs
 
             s = tune_model(
@@ -228,8 +228,8 @@ def main(argv=None) -> int:
             if not tasks or any(t["built"] < t["candidates"] or not t["tensor_core"] for t in tasks):
                 raise RuntimeError(f"fp16 tensor-core candidates missing or failed to build: {tasks}")
             return {**out, "tasks": tasks}
-        from tuner.interface.run import run_package
-        from tuner.interface.tune_model import tune_model
+        from tuner.commands.run import run_package
+        from tuner.commands.tune_model import tune_model
         from tuner.tuning import Knobs
 
         untuned = run_package(pkg, verify=second, repeat=args.repeat)
@@ -252,7 +252,7 @@ def main(argv=None) -> int:
     step("float16_tensor_cores", half_precision)
 
     def compare():
-        from tuner.comparison.driver import compare as run_compare
+        from tuner.commands.compare import compare as run_compare
 
         doc = run_compare(
             first,

@@ -34,7 +34,7 @@ def tune_cmd(model, db, out, trials):
 
 
 def check_db(db) -> dict:
-    from tuner.tuning.records import scan
+    from tuner.tuning.database.records import scan
 
     s = scan(db)  # raises on a damaged workload line (records would point at the wrong kernels)
     return {

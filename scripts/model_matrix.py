@@ -33,10 +33,10 @@ def all_models():
 
 
 def run_one(name, path, shapes, consts, fusions, target, repeat):
-    from tuner.errors import TunerError
-    from tuner.interface.check import check_model
-    from tuner.interface.compile import compile_model
-    from tuner.interface.run import run_package
+    from tuner.commands.check import check_model
+    from tuner.commands.compile import compile_model
+    from tuner.commands.run import run_package
+    from tuner.core.errors import TunerError
 
     row = {"model": name, "check": None, "variants": {}}
     report = check_model(path, shapes, consts)

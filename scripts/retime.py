@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def main(argv=None) -> int:
     from scripts.bench import PACKAGES, plot, print_table, resolve, time_packages, write_csv
-    from tuner.onnx_model import prepare_model
+    from tuner.frontend.onnx_model import prepare_model
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench_dir")

@@ -81,7 +81,7 @@ def report(model: str, out: str, work: str) -> None:
 
 
 def _seconds(budget: str) -> float:
-    from tuner.units import parse_duration
+    from tuner.core.units import parse_duration
 
     return parse_duration(budget)
 

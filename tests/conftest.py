@@ -39,7 +39,7 @@ def mlp(models_dir):
 
 @pytest.fixture(scope="session")
 def cnn_package(cnn, tmp_path_factory):
-    from tuner.interface.compile import compile_model
+    from tuner.commands.compile import compile_model
 
     out = str(tmp_path_factory.mktemp("pkg") / "cnn.ftpkg")
     compile_model(cnn, out, target="llvm", fusion="tvm")

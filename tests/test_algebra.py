@@ -7,7 +7,7 @@ from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-from tuner.algebra import GraphAlgebra, SumToAdd
+from tuner.transform.algebra import GraphAlgebra, SumToAdd
 
 
 def test_sum_of_same_shape_operands_becomes_adds():
@@ -125,9 +125,9 @@ def _upsampling_model(path, k=2, stride=2, with_bn=True, pads=(0, 0, 0, 0), cons
 
 @pytest.mark.parametrize("constant_nodes", [False, True])
 def test_conv_transpose_with_kernel_equal_to_stride_becomes_conv_and_depth_to_space(tmp_path, constant_nodes):
-    from tuner.interface.compile import compile_model
-    from tuner.onnx_model import prepare_model
-    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.commands.compile import compile_model
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.report.reference import compare_outputs, run_onnxruntime
     from tuner.runtime import load
 
     path = _upsampling_model(str(tmp_path / "up.onnx"), constant_nodes=constant_nodes)
@@ -143,7 +143,7 @@ def test_conv_transpose_with_kernel_equal_to_stride_becomes_conv_and_depth_to_sp
 
 
 def test_overlapping_or_padded_conv_transpose_is_kept(tmp_path):
-    from tuner.onnx_model import prepare_model
+    from tuner.frontend.onnx_model import prepare_model
 
     for i, kwargs in enumerate([{"k": 3, "stride": 2}, {"pads": (1, 1, 1, 1)}, {"k": 2, "stride": 1}]):
         prepared = prepare_model(_upsampling_model(str(tmp_path / f"m{i}.onnx"), with_bn=False, **kwargs))
@@ -156,9 +156,9 @@ def test_batch_norm_with_constant_of_shape_statistics_folds_into_the_conv(tmp_pa
     import onnx
     from onnx import helper, numpy_helper
 
-    from tuner.interface.compile import compile_model
-    from tuner.onnx_model import prepare_model
-    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.commands.compile import compile_model
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.report.reference import compare_outputs, run_onnxruntime
     from tuner.runtime import load
 
     rng = np.random.default_rng(3)
@@ -186,7 +186,7 @@ def test_batch_norm_with_constant_of_shape_statistics_folds_into_the_conv(tmp_pa
 
 
 def test_inference_dropout_is_the_identity_and_a_read_mask_keeps_it():
-    from tuner.algebra import drop_dropout
+    from tuner.transform.algebra import drop_dropout
 
     x = relax.Var("x", relax.TensorType((1, 4), "float32"))
 

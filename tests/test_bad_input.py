@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, run_cli
 from onnx import TensorProto, helper
 
-from tuner.errors import TunerError
+from tuner.core.errors import TunerError
 
 
 def assert_clean_error(r, *needles, code=2):
@@ -97,7 +97,7 @@ def test_unknown_target_and_fusion(cnn, tmp_path):
 
 
 def test_cuda_without_toolchain(monkeypatch):
-    import tuner.target as target
+    import tuner.core.target as target
 
     monkeypatch.setattr(target, "cuda_toolchain_available", lambda: False)
     with pytest.raises(TunerError, match="neither nvcc nor NVRTC"):
@@ -105,7 +105,7 @@ def test_cuda_without_toolchain(monkeypatch):
 
 
 def test_cuda_without_arch_or_gpu(monkeypatch):
-    import tuner.target as target
+    import tuner.core.target as target
 
     monkeypatch.setattr(target, "detect_gpu_arch", lambda: None)
     with pytest.raises(TunerError, match="no GPU found"):
@@ -220,8 +220,8 @@ def test_failed_build_leaves_nothing(tmp_path, cnn):
     """A build that fails inside TVM (a lowering pass raises) leaves no package and no temp file behind."""
     import tvm
 
+    from tuner.commands.compile import compile_model
     from tuner.fusion import FusionStrategy
-    from tuner.interface.compile import compile_model
 
     @tvm.transform.module_pass(opt_level=0)
     def broken(mod, ctx):
@@ -256,8 +256,8 @@ def test_out_of_memory_is_a_clear_error(mlp, tmp_path):
     script = textwrap.dedent(f"""
         import re, resource
         import tuner
-        from tuner.errors import TunerError
-        from tuner.interface.run import save_npz_atomic
+        from tuner.core.errors import TunerError
+        from tuner.commands.run import save_npz_atomic
         m = tuner.load({pkg!r})
         x = m.random_inputs()
         mapped = int(re.search(r"VmSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) * 1024

@@ -7,7 +7,7 @@ import tvm
 from conftest import assert_matches_onnxruntime, save_onnx
 from tvm import relax
 
-from tuner.channel_padding import pad_conv_channels
+from tuner.transform.channel_padding import pad_conv_channels
 
 RNG = np.random.default_rng(0)
 
@@ -113,12 +113,11 @@ def _onnx_head(path: str, channels: int) -> str:
 def test_onnx_head_builds_with_padded_channels_and_matches_onnxruntime(tmp_path):
     """Through the real pipeline (NHWC, default schedules, packed weights): the 1x1 conv computes a multiple of the
     target's lanes, and the output matches ONNX Runtime's."""
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import buffer_shapes, kernel_scripts
+    from tuner.core.target import resolve_target, vector_lanes
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import buffer_shapes, kernel_scripts
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import vector_lanes
 
     spec = resolve_target("llvm")
     lanes = vector_lanes(spec)

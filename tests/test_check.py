@@ -5,7 +5,7 @@ import onnx
 from conftest import light, run_cli
 from onnx import TensorProto, helper, numpy_helper
 
-from tuner.interface.check import check_model
+from tuner.commands.check import check_model
 
 
 def _save(model, path):
@@ -70,7 +70,7 @@ def test_every_node_a_converter_rejects_is_listed(tmp_path, monkeypatch):
     converter's reason; the import goes on past the first with zeros standing in. (A converter registered over
     TVM's that rejects Softsign stands for one TVM 0.27 rejects: which attribute combinations those are changes
     between TVM versions.)"""
-    from tuner.converters import CONVERTERS
+    from tuner.frontend.converters import CONVERTERS
 
     def reject(bb, inputs, attrs):
         raise ValueError("Softsign with this attribute combination is not implemented")

@@ -30,9 +30,9 @@ CASES = [  # (input shape, Relax reduction, numpy reference)
 
 @pytest.mark.parametrize("shape, reduce, reference", CASES)
 def test_column_reductions_vectorise_the_kept_axis(shape, reduce, reference):
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import schedule_untuned
-    from tuner.tuning.recipes import SCALAR_COLUMNS
+    from tuner.core.target import resolve_target
+    from tuner.schedule.default_schedule import schedule_untuned
+    from tuner.schedule.recipes import SCALAR_COLUMNS
 
     spec = resolve_target("llvm")
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
@@ -54,7 +54,7 @@ def test_column_reductions_vectorise_the_kept_axis(shape, reduce, reference):
 def test_reductions_over_the_innermost_axis_and_convs_are_not_columns():
     from tvm.s_tir import Schedule
 
-    from tuner.tuning.column_reductions import column_schedule
+    from tuner.schedule.column_reductions import column_schedule
 
     rows = _module((1, 64, 96), lambda y: relax.op.sum(y, axis=[2]))
     for gv, func in rows.functions.items():

@@ -40,7 +40,7 @@ def _elementwise_chain(path):
 
 @pytest.fixture(scope="module")
 def chain_report(tmp_path_factory):
-    from tuner.comparison.driver import compare
+    from tuner.commands.compare import compare
 
     d = tmp_path_factory.mktemp("cmp")
     model = _elementwise_chain(str(d / "chain.onnx"))
@@ -152,7 +152,7 @@ def test_failed_variant_is_reported_and_the_rest_still_is(tmp_path):
     """A strategy whose pass breaks: that variant is 'failed' with its error, the report still has the others."""
     import tvm
 
-    from tuner.comparison.driver import compare
+    from tuner.commands.compare import compare
     from tuner.fusion import FusionStrategy, register
     from tuner.fusion.base import _REGISTRY
 
@@ -226,7 +226,7 @@ def _scheduled(kind):
 
 
 def test_parallel_extent_is_read_from_the_schedule():
-    from tuner.comparison.kernels import parallelism
+    from tuner.report.kernels import parallelism
 
     assert parallelism(_scheduled("cpu")) == (64, None, None)
     assert parallelism(_scheduled("gpu")) == (64 * 128, 64, 128)
@@ -238,7 +238,7 @@ def test_parallel_extent_is_read_from_the_schedule():
 
 
 def test_verdict_names_each_other_strategy_against_the_chosen_one():
-    from tuner.comparison.verdict import verdict
+    from tuner.report.verdict import verdict
 
     def v(strategy, tuned, launches, median, traffic, spread=0.05):
         return {

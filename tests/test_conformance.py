@@ -201,7 +201,7 @@ def test_what_cannot_be_built_right_is_refused_as_unsupported(name, words):
 
 
 def test_resize_takes_the_matrix_path_only_where_tvm_is_wrong():
-    from tuner.converters.resize import axis_matrix, resize_plan
+    from tuner.frontend.converters.resize import axis_matrix, resize_plan
 
     shape = [1, 3, 4, 4]
     assert resize_plan(shape, {}, np.array([1, 1, 2, 2.0]), None) is None  # YOLO's upsampling: TVM's kernel

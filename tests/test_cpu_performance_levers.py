@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from tuner.build import build_prepared, lower_prepared
-from tuner.errors import TunerError
+from tuner.build.executable import build_prepared, lower_prepared
+from tuner.core.errors import TunerError
+from tuner.core.target import resolve_target
+from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
-from tuner.onnx_model import prepare_model
-from tuner.target import resolve_target
-from tuner.tuning.default_schedule import heuristic_tiles
-from tuner.tuning.knobs import Knobs
-from tuner.tuning.recipes import (
+from tuner.schedule.default_schedule import heuristic_tiles
+from tuner.schedule.recipes import (
     DIVISOR_ROWS,
     EIGHT_ROWS,
     FOUR_ROW_TILES,
@@ -24,6 +23,7 @@ from tuner.tuning.recipes import (
     THREE_VECTORS,
     TWO_VECTORS,
 )
+from tuner.tuning.knobs import Knobs
 from tuner.tuning.rpc import evaluator_config, runner
 
 
@@ -363,8 +363,9 @@ def test_default_schedule_unrolls_to_a_fixed_depth():
     draw, seeds give this conv different depths, 0 among them for some kernels (loops left to LLVM)."""
     import re
 
-    from tuner.tuning.default_schedule import heuristic_schedule, vector_lanes
-    from tuner.tuning.recipes import DRAWN_UNROLL
+    from tuner.core.target import vector_lanes
+    from tuner.schedule.default_schedule import heuristic_schedule
+    from tuner.schedule.recipes import DRAWN_UNROLL
 
     task, spec = _conv_relu_task()
     func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)
@@ -385,8 +386,9 @@ def test_the_epilogue_runs_on_each_output_tile():
     over the whole output. The results are the same either way: the whole-model tests verify every package."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.tuning.default_schedule import heuristic_schedule, vector_lanes
-    from tuner.tuning.recipes import EPILOGUE_APART
+    from tuner.core.target import vector_lanes
+    from tuner.schedule.default_schedule import heuristic_schedule
+    from tuner.schedule.recipes import EPILOGUE_APART
 
     task, spec = _conv_relu_task()
     func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)

@@ -80,9 +80,9 @@ def test_channels_last_pools_vectorise_channels_without_a_padded_copy():
     schedule. The built kernels match numpy either way."""
     import numpy as np
 
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import schedule_untuned
-    from tuner.tuning.recipes import SCALAR_POOLS
+    from tuner.core.target import resolve_target
+    from tuner.schedule.default_schedule import schedule_untuned
+    from tuner.schedule.recipes import SCALAR_POOLS
 
     spec = resolve_target("llvm")
     x = np.random.default_rng(0).standard_normal((1, 9, 9, 32)).astype("float32")

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from conftest import run_cli
 
-from tuner.tuning import database as D
+from tuner.tuning.database import store as D
 
 SHAPE = ["--input-shape", "x:16x32"]
 

@@ -13,7 +13,7 @@ tvm = pytest.importorskip("tvm")
 def _compiled(fn, dtype="float32", n=4096):
     from tvm import te
 
-    import tuner.fast_math  # noqa: F401  (registers the llvm rules)
+    import tuner.legalize.fast_math  # noqa: F401  (registers the llvm rules)
 
     x = te.placeholder((n,), name="x", dtype=dtype)
     # a producer in front, as fusion leaves it: the rule must evaluate it once, not once per polynomial term
@@ -58,7 +58,7 @@ def test_relax_exp_sigmoid_softmax_become_topi_fast_versions():
     from tvm.script import ir as I
     from tvm.script import relax as R
 
-    from tuner.fast_math import fast_math
+    from tuner.legalize.fast_math import fast_math
 
     @I.ir_module
     class Before:

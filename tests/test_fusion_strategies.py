@@ -5,8 +5,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tuner.interface.compile import compile_model
-from tuner.interface.run import run_package
+from tuner.commands.compile import compile_model
+from tuner.commands.run import run_package
 from tuner.plan import build_plan
 
 

@@ -8,7 +8,7 @@ from conftest import run_cli
 
 from devtools.fuzz import cases
 from tuner.cli.help import EXIT_CODES
-from tuner.errors import TunerError
+from tuner.core.errors import TunerError
 
 CASES = cases(seed=16, n=240)
 
@@ -16,7 +16,7 @@ CASES = cases(seed=16, n=240)
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
     """{case id: (path, 'buildable' | 'not buildable' | 'error: ...')} from check_model in this process."""
-    from tuner.interface.check import check_model
+    from tuner.commands.check import check_model
 
     d = tmp_path_factory.mktemp("fuzz")
     out = {}
@@ -42,7 +42,7 @@ def test_every_case_ends_in_a_verdict_or_a_clear_error(verdicts):
 
 
 def test_buildable_means_compile_gets_through(verdicts, tmp_path):
-    from tuner.interface.compile import compile_model
+    from tuner.commands.compile import compile_model
     from tuner.runtime import load
 
     buildable = [(c, p) for c, (p, v) in sorted(verdicts.items()) if v == "buildable"]

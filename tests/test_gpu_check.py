@@ -9,7 +9,7 @@ from conftest import ROOT
 
 
 def _gpu_arch():
-    from tuner.target import detect_gpu_arch
+    from tuner.core.target import detect_gpu_arch
 
     return detect_gpu_arch()
 
@@ -65,10 +65,10 @@ def test_cuda_tensor_core_candidates_for_fp16(tmp_path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
+    from tuner.pipeline import import_for, lower
     from tuner.tuning import build_candidates, half_precision
 
     w = numpy_helper.from_array((np.random.default_rng(0).random((256, 256)) - 0.5).astype(np.float16), "w")

@@ -44,11 +44,11 @@ def grouped_model(tmp_path_factory):
 
 
 def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import kernel_scripts
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import kernel_scripts
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
 
     built = build_prepared(prepare_model(grouped_model), resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
     scripts = kernel_scripts(built.fused_mod)
@@ -75,7 +75,7 @@ def test_grouped_convs_loop_over_groups_and_match_onnxruntime(grouped_model):
 
 
 def test_only_channels_last_grouped_convs_with_several_channels_per_group():
-    from tuner.grouped_conv import is_grouped_nhwc
+    from tuner.legalize.grouped_conv import is_grouped_nhwc
 
     x = relax.Var("x", relax.TensorType((1, 8, 8, 16), "float32"))
 
@@ -113,11 +113,11 @@ def _residual_model(path: str) -> str:
 
 
 def test_groups_padded_to_whole_vectors_with_the_residual_add_on_the_tiles(tmp_path):
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import kernel_scripts
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import kernel_scripts
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
 
     model = _residual_model(str(tmp_path / "residual.onnx"))
     built = build_prepared(prepare_model(model), resolve_target("llvm"), get_strategy("tvm"), layout="nhwc")
@@ -136,7 +136,7 @@ def test_groups_padded_to_whole_vectors_with_the_residual_add_on_the_tiles(tmp_p
 
 
 def test_padded_group_rounds_up_to_whole_vectors_within_half_again():
-    from tuner.grouped_conv import padded_group
+    from tuner.legalize.grouped_conv import padded_group
 
     assert [padded_group(c, 16) for c in (28, 34, 68, 136, 32, 4, 8, 12)] == [32, 48, 80, 144, 32, 4, 8, 16]
     assert [padded_group(c, 8) for c in (28, 34, 4, 6)] == [32, 40, 4, 8]
@@ -164,13 +164,12 @@ def _resnext_model(path: str) -> str:
 
 
 def test_groups_of_four_run_as_one_banded_conv_over_all_channels(tmp_path):
-    from tuner.banded_conv import is_banded
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import kernel_scripts
+    from tuner.core.target import resolve_target, vector_lanes
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import kernel_scripts
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import vector_lanes
+    from tuner.legalize.banded_conv import is_banded
 
     model = _resnext_model(str(tmp_path / "resnext.onnx"))
     target = resolve_target("llvm")
@@ -191,7 +190,7 @@ def test_groups_of_four_run_as_one_banded_conv_over_all_channels(tmp_path):
 
 
 def test_banded_only_for_small_groups_of_as_many_inputs_as_outputs():
-    from tuner.banded_conv import is_banded
+    from tuner.legalize.banded_conv import is_banded
 
     assert is_banded(4, 4, 16) and is_banded(2, 2, 16) and is_banded(2, 2, 8)
     assert not is_banded(8, 8, 16)  # half a vector per group: computed per group

@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tuner.if_folding import fold_constant_ifs
+from tuner.frontend.if_folding import fold_constant_ifs
 
 
 def _branch(name, op):
@@ -58,7 +58,7 @@ def test_a_condition_on_a_static_rank_is_folded_one_on_values_is_not():
 
 
 def test_check_names_the_input_a_branch_depends_on():
-    from tuner.if_folding import inputs_that_choose_branches
+    from tuner.frontend.if_folding import inputs_that_choose_branches
 
     k = numpy_helper.from_array(np.array(16000, dtype=np.int64), "k")
     model = _model([helper.make_node("Equal", ["sr", "k"], ["cond"])], [k])

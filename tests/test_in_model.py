@@ -4,13 +4,13 @@ kernel's default schedule stays in the database and out of the package."""
 import numpy as np
 import pytest
 
-from tuner.build import build_lowered, lower_prepared
+from tuner.build.executable import build_lowered, lower_prepared
+from tuner.build.in_model import _kernels_with_records, slower_in_model
+from tuner.core.ir import flops
+from tuner.core.target import resolve_target
+from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
-from tuner.ir import flops
-from tuner.onnx_model import prepare_model
-from tuner.target import resolve_target
 from tuner.tuning import Knobs
-from tuner.tuning.in_model import _kernels_with_records, slower_in_model
 
 
 @pytest.fixture()
@@ -20,7 +20,7 @@ def lucky_naive_record(cnn, tmp_path):
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.tuning.database import new_manifest, open_database, write_manifest
+    from tuner.tuning.database.store import new_manifest, open_database, write_manifest
 
     spec = resolve_target("llvm")
     lowered = lower_prepared(prepare_model(cnn), spec, get_strategy("tvm"))
@@ -52,7 +52,7 @@ def test_a_record_slower_in_the_model_is_found_and_left_out(lucky_naive_record):
 
 
 def test_tune_model_packages_the_default_where_a_record_loses_in_the_model(cnn, lucky_naive_record, tmp_path):
-    from tuner.interface.tune_model import tune_model
+    from tuner.commands.tune_model import tune_model
 
     _, db_dir = lucky_naive_record
     out = str(tmp_path / "cnn.ftpkg")

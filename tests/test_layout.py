@@ -8,13 +8,13 @@ import tvm
 from conftest import run_cli
 from tvm import relax
 
-from tuner.build import build_prepared
-from tuner.errors import TunerError
+from tuner.build.executable import build_prepared
+from tuner.core.errors import TunerError
+from tuner.core.target import resolve_target
+from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
-from tuner.layout import ConvertConvLayout, clip_to_min_max, convs_to_nhwc_one_by_one, resolve_layout
-from tuner.onnx_model import prepare_model
 from tuner.plan import build_plan
-from tuner.target import resolve_target
+from tuner.transform.layout import ConvertConvLayout, clip_to_min_max, convs_to_nhwc_one_by_one, resolve_layout
 
 
 def _conv_hswish(channels=16):

@@ -8,7 +8,7 @@ import tvm
 from onnx import helper, numpy_helper
 from tvm import relax
 
-from tuner.one_hot import one_hot_matmul_as_take
+from tuner.transform.one_hot import one_hot_matmul_as_take
 
 K, N = 6, 4
 
@@ -70,8 +70,8 @@ def test_an_index_not_of_one_column_is_kept():
 def test_lookup_matches_onnxruntime_with_indices_out_of_range(tmp_path):
     """jax2tf's one-hot embedding (magika's first layer): Unsqueeze, Equal against a constant range, Cast, MatMul.
     Indices below 0 and at K or beyond give zero rows, as the one-hot does."""
-    from tuner.interface.compile import compile_model
-    from tuner.reference import compare_outputs, run_onnxruntime
+    from tuner.commands.compile import compile_model
+    from tuner.report.reference import compare_outputs, run_onnxruntime
     from tuner.runtime import load
 
     rng = np.random.default_rng(0)

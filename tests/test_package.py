@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from conftest import ROOT, light, run_cli
 
-from tuner.errors import TunerError
-from tuner.interface.compile import compile_model
-from tuner.reference import compare_outputs, run_onnxruntime
+from tuner.commands.compile import compile_model
+from tuner.core.errors import TunerError
+from tuner.report.reference import compare_outputs, run_onnxruntime
 from tuner.runtime.package import read_package
 
 FRESH_PROCESS = r"""
@@ -25,8 +25,9 @@ out2 = m(input=x["input"])               # by name
 assert set(out) == {"probs"} and np.array_equal(out["probs"], out2["probs"])
 np.save(sys.argv[3], out["probs"])
 # `import tvm` itself loads relax and meta_schedule; what we control is the rest of the compiler side.
-heavy = [k for k in ("onnx", "onnxruntime", "onnxsim", "tvm.relax.frontend.onnx", "tuner.frontend", "tuner.build",
-                     "tuner.onnx_model", "xgboost") if k in sys.modules]
+heavy = [k for k in ("onnx", "onnxruntime", "onnxsim", "tvm.relax.frontend.onnx", "tuner.frontend.importer",
+                     "tuner.build.executable",
+                     "tuner.frontend.onnx_model", "xgboost") if k in sys.modules]
 print(json.dumps({"heavy": heavy}))
 """
 
@@ -123,7 +124,7 @@ def test_mlp_dynamic_batch_bound(mlp, tmp_path):
 @pytest.mark.parametrize("model", ["cnn", "transformer", "light_squeezenet"])
 def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
     """CUDA packages carry nvcc-compiled device code for their arch, and every kernel is thread-bound."""
-    from tuner.build import cuda_graph_calls, thread_unbound_kernels
+    from tuner.build.executable import cuda_graph_calls, thread_unbound_kernels
     from tuner.runtime.device_code import PackagedDeviceCode, cuda_sources, sha256
 
     path = light("squeezenet") if model.startswith("light_") else str(models_dir / f"{model}.onnx")
@@ -155,11 +156,11 @@ def test_cuda_build_only_package(model, arch, models_dir, tmp_path):
 def test_gpu_scheduling_leaves_the_unscheduled_module_alone(transformer):
     """dlight assigns into the module it is given; tuning extracts tasks from the same lowered module, and a
     scheduled kernel there hid the tensor-core design space (found with --dtype float16)."""
-    from tuner.build import schedule_for_gpu
+    from tuner.build.executable import schedule_for_gpu
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
+    from tuner.pipeline import import_for, lower
 
     spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
     mod, params, _ = import_for(prepare_model(transformer), strategy)

@@ -51,9 +51,9 @@ def _reference(x, dw, full, stride):
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_padding_inlined_regular_conv_keeps_its_pass(stride):
-    from tuner.target import resolve_target
-    from tuner.tuning.default_schedule import schedule_untuned
-    from tuner.tuning.recipes import PADDING_PASS
+    from tuner.core.target import resolve_target
+    from tuner.schedule.default_schedule import schedule_untuned
+    from tuner.schedule.recipes import PADDING_PASS
 
     spec = resolve_target("llvm")
     base, dw, full = _convs(stride)

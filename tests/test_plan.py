@@ -6,7 +6,7 @@ import shutil
 import pytest
 from conftest import run_cli
 
-from tuner.interface.compile import compile_model
+from tuner.commands.compile import compile_model
 from tuner.plan import build_plan
 
 
@@ -108,7 +108,7 @@ def test_plan_unknown_strategy(cnn):
 
 
 def test_horizontal_merges_qkv_and_stays_correct(transformer, cnn, tmp_path):
-    from tuner.interface.run import run_package
+    from tuner.commands.run import run_package
 
     tvm_plan = build_plan(transformer, target="llvm", fusion="tvm")
     h_plan = build_plan(transformer, target="llvm", fusion="horizontal")

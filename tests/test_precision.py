@@ -5,12 +5,12 @@ import json
 import pytest
 from conftest import run_cli
 
-from tuner.errors import TunerError
+from tuner.core.errors import TunerError
 from tuner.runtime.package import read_package
 
 
 def test_precision_names_and_refusals():
-    from tuner.precision import get_precision
+    from tuner.core.precision import get_precision
 
     assert get_precision(None).name == "float32" and get_precision("fp16").name == "float16"
     assert get_precision("float16").rtol > get_precision("float32").rtol
@@ -26,7 +26,7 @@ def test_mixed_precision_pass_structure():
     from tvm import relax
     from tvm.script import relax as R
 
-    from tuner.precision import get_precision, precision_pass
+    from tuner.transform.precision import get_precision, precision_pass
 
     @tvm.script.ir_module
     class Before:
@@ -67,7 +67,7 @@ def test_a_half_precision_model_accumulates_its_matmuls_in_float32():
     import tvm
     from tvm.script import relax as R
 
-    from tuner.precision import AccumulateHalfInFloat32
+    from tuner.transform.precision import AccumulateHalfInFloat32
 
     @tvm.script.ir_module
     class Before:
@@ -119,12 +119,12 @@ def test_bfloat16_is_refused_with_a_reason(transformer, tmp_path):
 def test_float16_cuda_build_uses_tensor_core_space(transformer, tmp_path):
     """fp16 through --dtype: the CUDA package builds and every kernel is thread-bound; the tuner's design space for
     its heaviest kernel samples WMMA schedules, and (TVM 0.27 StorageRewrite workaround) they all build."""
-    from tuner.build import thread_unbound_kernels
+    from tuner.build.executable import thread_unbound_kernels
+    from tuner.commands.compile import compile_model
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.interface.compile import compile_model
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
+    from tuner.pipeline import import_for, lower
     from tuner.tuning import build_candidates, half_precision
 
     result, manifest = compile_model(transformer, str(tmp_path / "c.ftpkg"), target="cuda:sm_90", precision="float16")
@@ -145,14 +145,14 @@ def test_tensor_core_record_builds_into_cuda_package(transformer, tmp_path):
     The record's run time is a placeholder (nothing is measured without a GPU); what is tested is the build."""
     from tvm.s_tir import meta_schedule as ms
 
+    from tuner.commands.compile import compile_model
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.interface.compile import compile_model
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
+    from tuner.pipeline import import_for, lower
     from tuner.runtime.device_code import cuda_sources
-    from tuner.target import resolve_target
     from tuner.tuning import sample_candidates, uses_tensor_cores
-    from tuner.tuning.database import new_manifest, open_database, write_manifest
+    from tuner.tuning.database.store import new_manifest, open_database, write_manifest
 
     spec, strategy = resolve_target("cuda:sm_90"), get_strategy("tvm")
     mod, params, _ = import_for(prepare_model(transformer, precision="float16"), strategy)
@@ -183,8 +183,7 @@ def test_clip_with_constant_bounds_imports_as_graph_ops():
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from tuner.frontend import import_to_relax
-    from tuner.onnx_model import prepare_model
+    from tuner.frontend.onnx_model import prepare_model
 
     def clip_model(dtype, lo, hi):
         np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
@@ -202,7 +201,9 @@ def test_clip_with_constant_bounds_imports_as_graph_ops():
         return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
     def main_ops(model):
-        mod, _, _ = import_to_relax(prepare_model(model))
+        from tuner.pipeline import import_model
+
+        mod, _, _ = import_model(prepare_model(model))
         ops = [
             getattr(getattr(b.value, "op", None), "name", None) for blk in mod["main"].body.blocks for b in blk.bindings
         ]

@@ -5,10 +5,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tuner.build import build_prepared
+from tuner.build.executable import build_prepared
+from tuner.core.target import resolve_target
+from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
-from tuner.onnx_model import prepare_model
-from tuner.target import resolve_target
 
 
 def _qconv_model(path, per_channel: bool, act_dtype=np.uint8):

@@ -10,8 +10,8 @@ import os
 import pytest
 from conftest import light
 
-from tuner.interface.compile import compile_model
-from tuner.interface.run import run_package
+from tuner.commands.compile import compile_model
+from tuner.commands.run import run_package
 
 STRATEGIES = ["none", "tvm", "patterns", "cost", "horizontal"]
 
@@ -62,7 +62,7 @@ def test_silero_vad_builds_once_its_sample_rate_is_pinned(real_models, tmp_path)
     """Silero VAD wraps one model per sample rate in `If` (and `If`s on ranks inside): with sr pinned and shapes
     bound, every condition is a compile-time constant, the taken branches are spliced in, and the LSTM model
     matches ONNX Runtime."""
-    from tuner.onnx_model import prepare_model
+    from tuner.frontend.onnx_model import prepare_model
 
     m = real_models("silero_vad")
     prepared = prepare_model(m.path, m.shapes, m.consts)
@@ -81,10 +81,10 @@ def test_a_graph_convertlayout_cannot_convert_gets_its_convs_one_by_one(real_mod
     """magika's conv output is sliced and squeezed to 3-D, and TVM 0.27's ConvertLayout fails on it: its conv is
     converted on its own (NHWC between two transposes), the package says why, and the unwound pass's
     "BlockBuilder destroyed" warning stays off the terminal."""
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
 
     m = real_models("magika")
     prepared = prepare_model(m.path, m.shapes or None, m.consts or None)

@@ -6,7 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tuner.interface.compile import compile_model
+from tuner.commands.compile import compile_model
 from tuner.plan import build_plan
 from tuner.runtime import load
 
@@ -51,7 +51,7 @@ def _crnn(path, cell="LSTM", seq=12, hidden=8):
 
 @pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
 def test_crnn_builds_and_matches_onnxruntime(tmp_path, cell):
-    from tuner.interface.run import verify_against_onnx
+    from tuner.commands.run import verify_against_onnx
 
     path = _crnn(str(tmp_path / "crnn.onnx"), cell)
     out = str(tmp_path / "crnn.ftpkg")

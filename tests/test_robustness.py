@@ -15,9 +15,9 @@ from onnx import TensorProto, helper
 from test_bad_input import _rewrite, assert_clean_error
 
 from devtools.fuzz import base_models
-from tuner.errors import TunerError
+from tuner.core.errors import TunerError
+from tuner.core.fsio import check_output_path, check_writable
 from tuner.runtime import load
-from tuner.runtime.package import check_output_path, check_writable
 
 
 def _save(tmp_path, model, name="m.onnx"):
@@ -176,7 +176,7 @@ def test_window_attributes_check_and_compile_agree(tmp_path, node, attr, value, 
 
 
 def test_tvm_errors_are_summarized_without_ir():
-    from tuner.errors import summarize_native_error
+    from tuner.core.errors import summarize_native_error
 
     err = RuntimeError(
         "Traceback (most recent call last):\n  File x\nInternalError: Check failed: (a == b) is false: shapes differ\n"
@@ -190,7 +190,7 @@ def test_tvm_errors_are_summarized_without_ir():
 
 
 def test_internal_errors_have_their_own_exit_code(monkeypatch, cnn, capsys):
-    import tuner.interface.check as check
+    import tuner.commands.check as check
     from tuner.cli.help import EXIT_CODES
     from tuner.cli.main import main
 

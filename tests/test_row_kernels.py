@@ -9,9 +9,9 @@ import tvm
 from conftest import assert_matches_onnxruntime, save_onnx
 from tvm.script import tirx as T
 
-from tuner.tuning.default_schedule import heuristic_schedule
-from tuner.tuning.recipes import GENERIC_ROW_KERNELS
-from tuner.tuning.row_kernels import row_schedule
+from tuner.schedule.default_schedule import heuristic_schedule
+from tuner.schedule.recipes import GENERIC_ROW_KERNELS
+from tuner.schedule.row_kernels import row_schedule
 
 RNG = np.random.default_rng(0)
 SHAPE = (2, 12, 64)
@@ -47,11 +47,11 @@ def norms_model(tmp_path_factory):
 
 
 def test_softmax_and_layer_norm_run_row_by_row_and_match_onnxruntime(norms_model):
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import kernel_scripts
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import kernel_scripts
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
 
     built = build_prepared(prepare_model(norms_model), resolve_target("llvm"), get_strategy("tvm"))
     scripts = kernel_scripts(built.fused_mod)

@@ -3,8 +3,8 @@
 import tvm
 from tvm.script import tirx as T
 
-from tuner.ir import primfuncs
-from tuner.tuning.serial_small import MIN_PARALLEL_WORK, SerialSmallKernels, elements_touched, small_parallel_kernels
+from tuner.core.ir import primfuncs
+from tuner.schedule.serial_small import MIN_PARALLEL_WORK, SerialSmallKernels, elements_touched, small_parallel_kernels
 
 
 def _add(n: int, parallel: bool):
@@ -48,10 +48,10 @@ def test_elements_touched_reads_the_signature():
 
 
 def test_transformer_package_has_no_small_parallel_kernel(transformer):
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
 
     built = build_prepared(prepare_model(transformer), resolve_target("llvm"), get_strategy("tvm"))
     kernels = primfuncs(built.fused_mod)

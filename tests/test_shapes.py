@@ -1,7 +1,7 @@
 import pytest
 
 from tuner.cli.shapes import parse_consts, parse_input_shapes
-from tuner.errors import TunerError
+from tuner.core.errors import TunerError
 
 
 def test_input_shape_forms():
@@ -52,7 +52,7 @@ def test_shape_input_is_found_and_pinned_with_const(tmp_path):
     import onnx
     from conftest import run_cli
 
-    from tuner.shape_inputs import static_inputs
+    from tuner.frontend.shape_inputs import static_inputs
 
     model = _reshape_by_input()
     assert static_inputs(model) == {"shape": "input 1 of Reshape node reshape"}

@@ -4,9 +4,9 @@ import pytest
 import tvm
 from tvm.script import tirx as T
 
-from tuner.target import resolve_target
-from tuner.tuning.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent
-from tuner.tuning.recipes import SPATIAL_64
+from tuner.core.target import resolve_target
+from tuner.schedule.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent
+from tuner.schedule.recipes import SPATIAL_64
 
 
 def _to_channels_last(c: int, hw: int = 80):
@@ -49,11 +49,11 @@ def test_default_schedule_vectorises_within_rows(tmp_path):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from tuner.build import lower_prepared
+    from tuner.build.executable import lower_prepared
+    from tuner.core.ir import primfuncs
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.ir import primfuncs
-    from tuner.onnx_model import prepare_model
-    from tuner.tuning.default_schedule import schedule_untuned
+    from tuner.schedule.default_schedule import schedule_untuned
 
     graph = helper.make_graph(
         [
@@ -95,6 +95,6 @@ def test_tuning_space_of_a_spatial_kernel_vectorises_one_channel_run():
 @pytest.mark.parametrize("mcpu, lanes", [("znver4", 16), ("rocketlake", 16), ("sapphirerapids", 16), ("znver3", 8)])
 def test_vector_width_comes_from_what_llvm_knows_of_the_cpu(mcpu, lanes):
     """AVX-512 on any CPU LLVM models with it (a name table once missed Intel's rocketlake: 8 lanes there)."""
-    from tuner.tuning.default_schedule import vector_lanes
+    from tuner.core.target import vector_lanes
 
     assert vector_lanes(resolve_target(f"llvm:{mcpu}")) == lanes

@@ -1,6 +1,6 @@
 """One way of comparing two latencies everywhere: ratio of medians, "within noise" when p10-p90 ranges overlap."""
 
-from tuner.stats import compare_latency, latency_stats
+from tuner.core.stats import compare_latency, latency_stats
 
 
 def test_overlapping_samples_read_within_noise():

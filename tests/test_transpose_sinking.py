@@ -7,9 +7,9 @@ import tvm
 from conftest import assert_matches_onnxruntime, save_onnx
 from tvm import relax
 
-from tuner.algebra import drop_dropout
-from tuner.layout import convs_to_nhwc_one_by_one
-from tuner.transpose_sinking import sink_transposes
+from tuner.transform.algebra import drop_dropout
+from tuner.transform.layout import convs_to_nhwc_one_by_one
+from tuner.transform.transpose_sinking import sink_transposes
 
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 RNG = np.random.default_rng(0)
@@ -184,11 +184,11 @@ def _onnx_inception_like(path):
 
 
 def test_onnx_graph_with_dropout_builds_in_nhwc_with_two_transposes_and_matches_onnxruntime(tmp_path):
-    from tuner.build import build_prepared
+    from tuner.build.executable import build_prepared
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.onnx_model import prepare_model
     from tuner.plan import build_plan
-    from tuner.target import resolve_target
 
     model = _onnx_inception_like(str(tmp_path / "inception_like.onnx"))
     prepared = prepare_model(model)

@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT, run_cli
 
 from devtools.rpc_loopback import free_port, loopback
-from tuner.errors import TunerError
-from tuner.tuning import database as D
+from tuner.core.errors import TunerError
+from tuner.tuning.database import store as D
 
 SHAPE = ["--input-shape", "x:16x32"]
 
@@ -235,10 +235,10 @@ def test_fused_kernels_multilevel_tiling_cannot_schedule_get_the_reduced_space(t
     abort tuning of every task; they are now tuned in the reduced space, the other kernels in the full one."""
     from tvm.s_tir import meta_schedule as ms
 
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
-    from tuner.lowering import import_for, lower
-    from tuner.onnx_model import prepare_model
-    from tuner.target import resolve_target
+    from tuner.pipeline import import_for, lower
     from tuner.tuning.loop import TaskState
     from tuner.tuning.spaces import round_contexts, with_design_space
 

@@ -6,10 +6,10 @@ import os
 import pytest
 from conftest import run_cli
 
-from tuner.errors import TunerError
-from tuner.target import resolve_target
-from tuner.tuning import database as D
-from tuner.tuning.warm_start import resolve_schedules
+from tuner.core.errors import TunerError
+from tuner.core.target import resolve_target
+from tuner.tuning.database import store as D
+from tuner.tuning.database.warm_start import resolve_schedules
 
 
 def _best(db_dir):
@@ -38,7 +38,7 @@ def test_curate_then_tune_starts_from_the_library(tuned_mlp, mlp, tmp_path):
     assert curated["bytes"] < 200_000  # xz-compressed: small enough to commit
     import tempfile
 
-    from tuner.tuning.warm_start import _opened
+    from tuner.tuning.database.warm_start import _opened
 
     with tempfile.TemporaryDirectory() as tmp:
         assert _best(_opened(str(lib / key), tmp)) == _best(db)  # the best of each kernel, nothing else

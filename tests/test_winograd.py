@@ -22,7 +22,7 @@ def _direct(x, w, pads=(1, 1, 1, 1)):
 def test_winograd_compute_matches_the_direct_conv(m):
     from tvm import te
 
-    from tuner.winograd import conv2d_winograd_nhwc, transformed_weights
+    from tuner.legalize.winograd import conv2d_winograd_nhwc, transformed_weights
 
     rng = np.random.default_rng(m)
     x = rng.standard_normal((1, 13, 10, 8)).astype("float32")  # partial tiles at the bottom and right
@@ -59,7 +59,7 @@ def _conv_module(shape, cout, kernel=3, stride=1, groups=1, pads=(1, 1, 1, 1), a
 
 
 def _tile_of(mod):
-    from tuner.winograd import winograd_tile
+    from tuner.legalize.winograd import winograd_tile
 
     calls = []
 
@@ -87,9 +87,9 @@ def test_winograd_takes_large_maps_and_leaves_other_convs_direct():
 
 
 def _lowered(mod, winograd=True):
+    from tuner.core.target import resolve_target
     from tuner.fusion import get_strategy
-    from tuner.lowering import lower
-    from tuner.target import resolve_target
+    from tuner.pipeline import lower
 
     spec = resolve_target("llvm")
     return lower(mod, spec, get_strategy("tvm"), layout="nchw", winograd=winograd), spec
@@ -108,8 +108,8 @@ def test_winograd_weights_fold_at_build_and_the_epilogue_fuses():
 
 
 def test_winograd_kernel_default_schedule_runs_and_matches_numpy():
-    from tuner.lowering import pack_weights
-    from tuner.tuning.default_schedule import schedule_untuned
+    from tuner.pipeline import pack_weights
+    from tuner.schedule.default_schedule import schedule_untuned
 
     mod, w, b = _conv_module((1, 27, 27, 24), 32)  # m = 4: the last row and column of tiles partial
     low, spec = _lowered(mod)

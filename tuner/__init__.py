@@ -4,14 +4,14 @@ Deployment needs only `tuner.load(path)`. `tuner.tune`, `tuner.compile` and `tun
 functions (tuner.api); they, and every submodule, pull in the compiler only when they are called.
 """
 
-from .api import compare, compile, tune
+from tuner.api import compare, compile, tune
 
 __version__ = "0.1.0"
 
 
 def load(path: str, device: str | None = None):
     """Load a `.ftpkg` package for inference; see `tuner.runtime`."""
-    from .runtime import load as _load
+    from tuner.runtime import load as _load
 
     return _load(path, device)
 

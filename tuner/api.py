@@ -1,7 +1,8 @@
-"""The Python API: what the commands do, as functions (`tuner.tune`, `tuner.compile`, `tuner.compare`; `tuner.load`
-for deployment). Each takes the command's options as keyword arguments and returns the document its `--json`
-prints; errors are `TunerError`s with the same words as the CLI's. Importing this module imports no compiler:
-each function loads TVM and ONNX when it is called."""
+"""The Python API: the commands as functions (`tuner.tune`, `tuner.compile`, `tuner.compare`; `tuner.load` for
+deployment). Each takes the command's options as keyword arguments, with the CLI's names and defaults
+(`--input-shape`/`--const` as `shapes`/`consts` dicts, `--no-verify` as `verify=False`; tests/test_api.py holds
+them equal), calls the same function in `tuner.commands` as the CLI, and returns the document its `--json`
+prints. Errors are `TunerError`s with the CLI's words. Importing this module imports no compiler."""
 
 from __future__ import annotations
 
@@ -10,32 +11,50 @@ def tune(
     model: str,
     output: str,
     *,
-    time_budget: str | float | None = None,
-    trials: int | None = None,
     target: str = "auto",
+    dtype: str = "float32",
     fusion: str = "tvm",
+    layout: str = "auto",
+    trials: int | None = None,
+    max_trials_per_task: int | None = None,
+    time_budget: str | float | None = None,
+    early_stopping: int | None = None,
     db: str | None = None,
     resume: bool = False,
     schedules: str | None = "auto",
+    only: tuple = (),
+    skip: tuple = (),
+    cost_model: str = "xgb",
+    search: str = "evolutionary",
+    measure_cache: str = "warm",
+    trials_per_iter: int | None = None,
+    seed: int | None = None,
+    rpc: str | None = None,
+    verify: bool = True,
     shapes: dict | None = None,
     consts: dict | None = None,
-    layout: str = "auto",
-    verify: bool = True,
-    seed: int | None = None,
 ) -> dict:
     """`tune-model`: tune every fused kernel of `model` (an ONNX path) and write the tuned package to `output`.
 
-    `time_budget` ("10m", "90s" or seconds) tunes until it is spent; `trials` caps measured candidates (64 when
-    neither is given). Returns the summary: trials, why tuning stopped, tuned and untuned latency, ONNX Runtime's
-    latency and the verification against it."""
-    from .interface.tune_model import tune_model
-    from .tuning import Knobs
-    from .tuning.knobs import UNLIMITED
-    from .units import parse_duration
+    `time_budget` ("10m", "90s" or seconds as a number) tunes until it is spent; `trials` caps measured
+    candidates (64 when neither is given). Returns the summary: trials, why tuning stopped, tuned and untuned
+    latency, ONNX Runtime's latency and the verification against it."""
+    from tuner.commands.tune_model import knobs_from_options, tune_model
 
-    budget_s = parse_duration(time_budget, "time_budget")
-    knobs = Knobs(
-        trials=trials if trials is not None else (UNLIMITED if budget_s else 64), time_budget_s=budget_s, seed=seed
+    knobs = knobs_from_options(
+        trials=trials,
+        time_budget=time_budget,
+        max_trials_per_task=max_trials_per_task,
+        trials_per_iter=trials_per_iter,
+        early_stopping=early_stopping,
+        cost_model=cost_model,
+        search=search,
+        seed=seed,
+        only=only,
+        skip=skip,
+        rpc=rpc,
+        measure_cache=measure_cache,
+        budget_flag="time_budget",
     )
     return tune_model(
         model,
@@ -48,6 +67,7 @@ def tune(
         schedules=schedules,
         shapes=shapes,
         consts=consts,
+        precision=dtype,
         verify=verify,
         layout=layout,
     )
@@ -58,45 +78,50 @@ def compile(
     output: str,
     *,
     target: str = "auto",
+    dtype: str = "float32",
     fusion: str = "tvm",
+    layout: str = "auto",
     db: str | None = None,
     shapes: dict | None = None,
     consts: dict | None = None,
-    layout: str = "auto",
 ) -> dict:
     """`compile`: import, fuse, apply the tuning database `db` when given (kernels it lacks get the default
-    schedule), build, and write the package to `output`. Returns the package's manifest."""
-    from .interface.compile import compile_model
+    schedule), build, and write the package to `output`. Returns the summary `compile --json` prints."""
+    from tuner.commands.compile import compile_model, compile_summary
 
-    _, manifest = compile_model(
-        model, output, target=target, fusion=fusion, db=db, shapes=shapes, consts=consts, layout=layout
+    result, manifest = compile_model(
+        model, output, target=target, fusion=fusion, db=db, shapes=shapes, consts=consts, layout=layout, precision=dtype
     )
-    return manifest
+    return compile_summary(output, result, manifest)
 
 
 def compare(
     model: str,
-    output_dir: str,
+    output: str,
     *,
-    fusion: str = "none,tvm",
     target: str = "auto",
-    trials: int | None = None,
+    dtype: str = "float32",
+    fusion: str = "none,tvm",
     db: str | None = None,
-    ort: bool = True,
+    trials: int | None = None,
+    ort: bool = False,
     repeat: int = 20,
+    peak_gflops: float | None = None,
+    peak_gbps: float | None = None,
+    force: bool = False,
     shapes: dict | None = None,
     consts: dict | None = None,
-    force: bool = False,
     log=None,
 ) -> dict:
     """`compare`: build `model` under each fusion strategy (untuned, and tuned with `trials` each or from `db`),
-    measure what fusion changes and write report.md/html/json and plots to `output_dir`. Returns the report's
-    document (`doc["verdict"]` is its one-line finding). `log` receives progress lines (silent by default)."""
-    from .comparison.driver import compare as run_compare
+    measure what fusion changes and write report.md/html/json and plots to the folder `output`; `ort` times ONNX
+    Runtime beside them. Returns the report's document (`doc["verdict"]` is its one-line finding). `log`
+    receives progress lines (silent by default)."""
+    from tuner.commands.compare import compare as run_compare
 
     return run_compare(
         model,
-        output_dir,
+        output,
         target=target,
         fusion=fusion,
         db=db,
@@ -106,5 +131,8 @@ def compare(
         shapes=shapes,
         consts=consts,
         force=force,
+        peak_gflops=peak_gflops,
+        peak_gbps=peak_gbps,
+        precision=dtype,
         log=log or (lambda *_: None),
     )

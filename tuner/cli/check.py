@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
+from tuner.cli import common
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..interface.check import check_model
+    from tuner.commands.check import check_model
 
     report = check_model(args.model, shapes, consts)
     if args.json:

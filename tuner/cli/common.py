@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import help as H
+from tuner.cli import help as H
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -41,7 +41,7 @@ def add_dtype_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_fusion_arg(p: argparse.ArgumentParser, default: str = "tvm") -> None:
-    from ..fusion import known_strategies
+    from tuner.fusion import known_strategies
 
     p.add_argument("--fusion", default=default, help=H.FUSION.format(known=", ".join(known_strategies())))
 
@@ -81,7 +81,7 @@ def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
 
 
 def parse_model_args(args):
-    from .shapes import parse_consts, parse_input_shapes
+    from tuner.cli.shapes import parse_consts, parse_input_shapes
 
     return parse_input_shapes(args.input_shape), parse_consts(args.const)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
-from . import help as H
+from tuner.cli import common
+from tuner.cli import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..fusion import known_strategies
+    from tuner.fusion import known_strategies
 
     p = common.parser("compare", epilog=H.COMPARE_EXIT)
     common.add_model_args(p)
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..comparison.driver import compare
+    from tuner.commands.compare import compare
 
     con = common.console()
     doc = compare(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
-from . import help as H
+from tuner.cli import common
+from tuner.cli import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..interface.compile import compile_model
+    from tuner.commands.compile import compile_model, compile_summary
 
     result, manifest = compile_model(
         args.model,
@@ -37,16 +37,7 @@ def main(argv: list[str]) -> int:
         consts=consts,
         precision=args.dtype,
     )
-    summary = {
-        "package": args.output,
-        "target": manifest["target"]["key"],
-        "fusion": manifest["fusion"],
-        "kernels": manifest["kernels"],
-        "build_seconds": manifest["build_seconds"],
-        "timings": result.timings,
-        "preparation": manifest["preparation"],
-        "tuning_db": manifest["tuning_db"],
-    }
+    summary = compile_summary(args.output, result, manifest)
     if args.json:
         common.print_json(summary)
         return 0

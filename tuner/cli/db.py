@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
+from tuner.cli import common
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
-    from ..tuning import database as D
+    from tuner.tuning.database import store as D
 
     if args.action == "show":
         doc = D.show(args.dir)
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
             con.print(f"[yellow]repaired:[/] {r}")
         return 0
     if args.action == "curate":
-        from ..tuning.warm_start import curate
+        from tuner.tuning.database.warm_start import curate
 
         doc = curate(args.sources, args.output, top_k=args.top_k)
         if args.json:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
+from tuner.cli import common
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
-    from ..runtime.package import read_package
+    from tuner.runtime.package import read_package
 
     manifest, members = read_package(args.package)  # digest, schema and checksums: nothing is loaded
     doc = describe(args.package, manifest, members)
@@ -53,7 +53,7 @@ def describe(path: str, m: dict, members: dict) -> dict:
 
 
 def render(doc: dict) -> None:
-    from ..onnx_model import format_shape
+    from tuner.frontend.onnx_model import format_shape
 
     con = common.console()
     con.print(f"[bold]{doc['package']}[/]: {doc['model']['file']} (sha256 {doc['model']['sha256'][:12]}…)")

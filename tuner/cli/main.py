@@ -8,7 +8,7 @@ import importlib
 import os
 import sys
 
-from . import help as H
+from tuner.cli import help as H
 
 _ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0 if argv else 2
     if argv[0] == "--version":
-        from .. import __version__
+        from tuner import __version__
 
         print(__version__)
         return 0
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{H.PROG}: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     debug = "--debug" in rest
-    from ..errors import TunerError
+    from tuner.core.errors import TunerError
 
     try:
         module = importlib.import_module(f"tuner.cli.{SUBCOMMANDS[name]}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..units import human_bytes as _human
-from . import common
-from . import help as H
+from tuner.cli import common
+from tuner.cli import help as H
+from tuner.core.units import human_bytes as _human
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..plan import build_plan, render_svg
+    from tuner.plan import build_plan, render_svg
 
     plan = build_plan(
         args.model,
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         if args.json_file:
             import json
 
-            from ..runtime.package import atomic_write
+            from tuner.core.fsio import atomic_write
 
             def write(tmp):
                 with open(tmp, "w") as f:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
 def render(plan, verbose: bool = False) -> None:
     from rich.table import Table
 
-    from ..plan.attribution import node_label, ops_label
+    from tuner.plan.attribution import node_label, ops_label
 
     con = common.console()
     t = Table(

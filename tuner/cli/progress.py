@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from ..tuning.knobs import UNLIMITED
-from ..tuning.progress import Progress, RoundStatus
+from tuner.tuning.knobs import UNLIMITED
+from tuner.tuning.progress import Progress, RoundStatus
 
 
 def make_progress(console) -> Progress:

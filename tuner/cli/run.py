@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
-from . import help as H
+from tuner.cli import common
+from tuner.cli import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,11 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     if args.repeat < 1:
-        from ..errors import TunerError
+        from tuner.core.errors import TunerError
 
         raise TunerError("--repeat must be at least 1")
-    from ..interface.run import run_package
-    from ..units import parse_duration
+    from tuner.commands.run import run_package
+    from tuner.core.units import parse_duration
 
     duration_s = parse_duration(args.duration, "--duration") if args.duration else None
 
@@ -110,7 +110,7 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
     beside ONNX Runtime's time for the same nodes."""
     from rich.table import Table
 
-    from ..plan.attribution import node_label
+    from tuner.plan.attribution import node_label
 
     labelled = any("onnx_ops" in r for r in prof["kernels"])
     with_ort = "onnxruntime" in prof

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import TunerError
+from tuner.core.errors import TunerError
 
 _SHAPE_RE = re.compile(r"^(?P<name>.+):(?P<dims>\d+(?:[x,]\d+)*|\[\s*\d*(?:\s*,\s*\d+)*\s*\]|scalar)$")
 

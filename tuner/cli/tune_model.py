@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import TunerError
-from ..units import parse_duration
-from . import common
-from . import help as H
+from tuner.cli import common
+from tuner.cli import help as H
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,26 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
-    from ..tuning import Knobs
-    from ..tuning.knobs import UNLIMITED
+    from tuner.commands.tune_model import knobs_from_options
 
-    if args.trials_per_iter is not None and args.trials_per_iter < 1:
-        raise TunerError("--trials-per-iter must be >= 1")
-    knobs = Knobs(
-        trials=args.trials if args.trials is not None else (UNLIMITED if args.time_budget else 64),
+    knobs = knobs_from_options(
+        trials=args.trials,
+        time_budget=args.time_budget,
         max_trials_per_task=args.max_trials_per_task,
-        num_trials_per_iter=args.trials_per_iter,
-        time_budget_s=parse_duration(args.time_budget),
+        trials_per_iter=args.trials_per_iter,
         early_stopping=args.early_stopping,
         cost_model=args.cost_model,
         search=args.search,
         seed=args.seed,
-        only=tuple(args.only),
-        skip=tuple(args.skip),
+        only=args.only,
+        skip=args.skip,
         rpc=args.rpc,
         measure_cache=args.measure_cache,
     )
-    from .progress import make_progress
+    from tuner.cli.progress import make_progress
 
     progress = None if args.quiet or args.json else make_progress(common.console())
     try:
@@ -98,7 +93,7 @@ def main(argv: list[str]) -> int:
 
 
 def _tune(args, knobs, shapes, consts, progress) -> dict:
-    from ..interface.tune_model import tune_model
+    from tuner.commands.tune_model import tune_model
 
     return tune_model(
         args.model,

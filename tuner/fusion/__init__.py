@@ -7,9 +7,9 @@ compose with `+` (e.g. `horizontal+tvm`): graph passes run left to right, then t
 
 from __future__ import annotations
 
-from ..errors import TunerError
-from . import cost, horizontal, none, patterns, tvm_default  # noqa: F401  (registers them, in listing order)
-from .base import _REGISTRY, Composite, FuseOpsGrouping, FusionStrategy, register
+from tuner.core.errors import TunerError
+from tuner.fusion import cost, horizontal, none, patterns, tvm_default  # noqa: F401  (registers them, in listing order)
+from tuner.fusion.base import _REGISTRY, Composite, FuseOpsGrouping, FusionStrategy, register
 
 
 def known_strategies() -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import TunerError
+from tuner.core.errors import TunerError
 
 
 class FusionStrategy:

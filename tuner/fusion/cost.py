@@ -30,8 +30,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import patterns as P
-from .base import FuseOpsGrouping, register
+from tuner.fusion import patterns as P
+from tuner.fusion.base import FuseOpsGrouping, register
 
 REDUCING_OPS = {
     "relax.matmul",
@@ -74,7 +74,7 @@ def _cpu_budget() -> int:
 
 
 def _nbytes(var) -> int:
-    from ..ir import nbytes as nb
+    from tuner.core.ir import nbytes as nb
 
     return nb(var.ty)
 

@@ -6,7 +6,7 @@ as parameters, merges, then binds them back as constants (the concatenated weigh
 A model with no parallel MatMuls builds exactly as `tvm` does.
 """
 
-from .base import FuseOpsGrouping, register
+from tuner.fusion.base import FuseOpsGrouping, register
 
 
 @register

@@ -1,6 +1,6 @@
 """`none`: every operator is its own kernel. The baseline that `compare` measures fusion against."""
 
-from .base import FusionStrategy, register
+from tuner.fusion.base import FusionStrategy, register
 
 
 @register

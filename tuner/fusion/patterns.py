@@ -18,7 +18,7 @@ Ops left unmatched are grouped by FuseOps, as `tvm` does.
 
 from __future__ import annotations
 
-from .base import FuseOpsGrouping, register
+from tuner.fusion.base import FuseOpsGrouping, register
 
 PREFIX = "ft."
 

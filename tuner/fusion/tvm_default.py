@@ -1,7 +1,7 @@
 """`tvm`: TVM's own FuseOps (the pipeline adds FuseTIR), as upstream ships them (op-pattern based, max depth from
 PassContext)."""
 
-from .base import FuseOpsGrouping, register
+from tuner.fusion.base import FuseOpsGrouping, register
 
 
 @register

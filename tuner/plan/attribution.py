@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from . import reasons
-from .model import FusionPlan
+from tuner.plan import reasons
+from tuner.plan.model import FusionPlan
 
 _ORT_SUFFIX = re.compile(r"(:\d+)?(_nchwc)?$")
 # a node ONNX Runtime made by fusing others is named after the first: "/model.0/act/Mul/QuickGeluFusion/"

@@ -1,6 +1,6 @@
 """Provenance: which ONNX nodes went into which kernel.
 
-The importer names bindings after ONNX nodes (tuner.frontend). Lowering is run twice, unfused (every op a
+The importer names bindings after ONNX nodes (tuner.frontend.importer). Lowering is run twice, unfused (every op a
 `call_tir` in main, named after its node) and grouped (FuseOps before FuseTIR, so each group is still a Relax
 function whose inner bindings keep those names), and groups are matched back to unfused ops member by member,
 by data flow rather than by name: FuseOps renames group outputs and shares one function between identical
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ..ir import flops, nbytes, op_pattern, primfuncs
-from .model import FusionPlan, Group, Member
-from .reasons import base_name, boundaries
+from tuner.core.ir import flops, nbytes, op_pattern, primfuncs
+from tuner.plan.model import FusionPlan, Group, Member
+from tuner.plan.reasons import base_name, boundaries
 
 
 def build_plan(
@@ -26,16 +26,15 @@ def build_plan(
     layout: str = "auto",
 ) -> FusionPlan:
     """Import, lower unfused and grouped, match the groups back to ONNX nodes, and say why each boundary is there."""
-    from ..frontend import import_to_relax
-    from ..fusion import get_strategy
-    from ..lowering import import_for, lower
-    from ..onnx_model import prepare_model
-    from ..target import TargetSpec, resolve_target
+    from tuner.core.target import TargetSpec, resolve_target
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.fusion import get_strategy
+    from tuner.pipeline import import_for, import_model, lower
 
     strategy = get_strategy(fusion)
     spec = target if isinstance(target, TargetSpec) else resolve_target(target)
     prepared = prepare_model(model, shapes, consts, precision=precision)
-    mod, _, prov = import_to_relax(prepared)
+    mod, _, prov = import_model(prepared)
     unfused = lower(mod, spec, get_strategy("none"), layout=layout)
     smod, params, _ = import_for(prepared, strategy)
     grouped = lower(smod, spec, strategy, fuse_tir=False, params=params, layout=layout)
@@ -47,7 +46,7 @@ def build_plan(
     refused = {}  # binding name -> "pattern: why", from the strategy's own decision log
     for cand, var, why in strategy.decisions():
         refused.setdefault(var, f"pattern check failed ({cand}): {why}")
-    from ..layout import layout_fallback
+    from tuner.transform.layout import layout_fallback
 
     notes = list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
     if layout_fallback(grouped):

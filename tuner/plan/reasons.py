@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .model import Boundary, Group
+from tuner.plan.model import Boundary, Group
 
 
 def base_name(name: str) -> str:

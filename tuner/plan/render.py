@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..units import human_bytes
-from .model import FusionPlan
+from tuner.core.units import human_bytes
+from tuner.plan.model import FusionPlan
 
 
 def to_dot(plan: FusionPlan) -> str:
@@ -18,7 +18,7 @@ def to_dot(plan: FusionPlan) -> str:
         f"  label={q(f'{plan.model} — fusion={plan.strategy}: {plan.unfused_kernels} → {plan.kernels} kernels')};",
         "  labelloc=t; fontname=Helvetica;",
     ]
-    from .attribution import ops_label
+    from tuner.plan.attribution import ops_label
 
     owner = {}
     for k, g in enumerate(plan.groups):
@@ -60,8 +60,8 @@ def render_svg(plan: FusionPlan, path: str) -> None:
     import shutil
     import subprocess
 
-    from ..errors import TunerError
-    from ..runtime.package import atomic_write
+    from tuner.core.errors import TunerError
+    from tuner.core.fsio import atomic_write
 
     dot = shutil.which("dot")
     if not dot:

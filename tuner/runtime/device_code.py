@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..errors import TunerError
+from tuner.core.errors import TunerError
 
 MEMBER = "device/kernels.{arch}.fatbin"
 

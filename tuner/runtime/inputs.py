@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from ..errors import TunerError
+from tuner.core.errors import TunerError
 
 
 def mib(n) -> str:

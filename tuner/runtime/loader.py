@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
-from ..errors import TunerError
-from ..target import host_cpu_flags, required_cpu_features
-from .inputs import make_inputs, mib, spec_nbytes
-from .package import LIBRARY, read_package
-from .profile import profile_calls
+from tuner.core.errors import TunerError
+from tuner.core.target import host_cpu_flags, required_cpu_features
+from tuner.runtime.inputs import make_inputs, mib, spec_nbytes
+from tuner.runtime.package import LIBRARY, read_package
+from tuner.runtime.profile import profile_calls
 
 # CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
@@ -289,7 +289,7 @@ def _load(path: str, device: str | None) -> Model:
     kind = check_compatible(manifest, device, path)
     dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
     if kind == "cuda":
-        from .device_code import serve
+        from tuner.runtime.device_code import serve
 
         serve(path, manifest, members)  # TVM compiles CUDA at load: hand it the packaged fatbin instead
     _check_library(members[LIBRARY], path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .. import fast_math  # noqa: F401  (registers the llvm tanh/erf rules in every build worker)
+from tuner.legalize import fast_math  # noqa: F401  (registers the llvm tanh/erf rules in every build worker)
 
 # TVM 0.27: StorageRewrite lets an fp32 accumulator stage reuse an fp16 shared buffer, and the typed
 # tvm_access_ptr of the WMMA store then fails its dtype check ("tvm_access_ptr element type must match the source
@@ -16,7 +16,7 @@ _TENSOR_CORE_MARK = re.compile(r"tensorize|mma_sync|wmma|ldmatrix")
 
 def uses_tensor_cores(mod) -> bool:
     """Does any kernel use WMMA/MMA (tensorized, or lowered to the intrinsics' calls)?"""
-    from ..ir import kernel_scripts
+    from tuner.core.ir import kernel_scripts
 
     return any(_TENSOR_CORE_MARK.search(script) for script in kernel_scripts(mod).values())
 
@@ -30,7 +30,7 @@ def fast_build(mod, target, _params):
 
     script = mod.script(show_meta=False)
     if "tensorize" in script:
-        from .intrinsics import register
+        from tuner.schedule.intrinsics import register
 
         register(target.kind.name)
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import flops
-from .builder import _TENSOR_CORE_MARK, fast_build
-from .knobs import Knobs
-from .spaces import bare_context, design_space
+from tuner.core.ir import flops
+from tuner.tuning.builder import _TENSOR_CORE_MARK, fast_build
+from tuner.tuning.knobs import Knobs
+from tuner.tuning.spaces import bare_context, design_space
 
 
 @dataclass

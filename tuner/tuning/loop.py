@@ -23,20 +23,20 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..errors import TunerError
-from ..ir import flops
-from . import database as D
-from .builder import fast_build
-from .deadline import Deadline
-from .knobs import UNLIMITED, Knobs, per_iteration
-from .priority import count_stalls, where_time_goes
-from .progress import Progress, RoundStatus, measure_callback
-from .rpc import runner as make_runner
-from .search_cost import POPULATIONS, batch_seconds, candidate_seconds
-from .seed import seed_records
-from .spaces import round_contexts, with_design_space
-from .state import TaskState, TuneResult
-from .warm_start import warm_start
+from tuner.core.errors import TunerError
+from tuner.core.ir import flops
+from tuner.tuning.builder import fast_build
+from tuner.tuning.database import store as D
+from tuner.tuning.database.warm_start import warm_start
+from tuner.tuning.deadline import Deadline
+from tuner.tuning.knobs import UNLIMITED, Knobs, per_iteration
+from tuner.tuning.priority import count_stalls, where_time_goes
+from tuner.tuning.progress import Progress, RoundStatus, measure_callback
+from tuner.tuning.rpc import runner as make_runner
+from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_seconds
+from tuner.tuning.seed import seed_records
+from tuner.tuning.spaces import round_contexts, with_design_space
+from tuner.tuning.state import TaskState, TuneResult
 
 
 def tune(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .knobs import Knobs
+from tuner.tuning.knobs import Knobs
 
 
 def where_time_goes(tunable, knobs: Knobs) -> list:

@@ -3,8 +3,8 @@ tuning starts), and how each is timed (`--measure-cache`)."""
 
 from __future__ import annotations
 
-from ..errors import TunerError
-from .knobs import Knobs
+from tuner.core.errors import TunerError
+from tuner.tuning.knobs import Knobs
 
 
 def parse_rpc(text: str) -> tuple[str, int, str]:

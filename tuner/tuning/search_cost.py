@@ -29,7 +29,7 @@ def candidate_seconds(task, space) -> float:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from .spaces import bare_context
+    from tuner.tuning.spaces import bare_context
 
     ctx = bare_context(task, space)
     spaces = ctx.generate_design_space()

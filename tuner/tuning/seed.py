@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from .default_schedule import heuristic_schedule, vector_lanes
+from tuner.core.target import vector_lanes
+from tuner.schedule.default_schedule import heuristic_schedule
 
 SEED_CHUNK = 8  # tasks built and measured together: the pool stays busy, and a time budget is checked between
 

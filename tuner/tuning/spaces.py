@@ -7,13 +7,13 @@ import warnings
 
 # registered before any design space: TOPI's pooling rule names, and the Winograd transforms' rules (without them
 # ApplyCustomRule drops the annotation and the transforms get the generic rules)
-from . import custom_rules, winograd_transforms  # noqa: F401
-from .intrinsics import register as register_intrinsics
+from tuner.schedule import custom_rules, winograd_transforms  # noqa: F401
+from tuner.schedule.intrinsics import register as register_intrinsics
 
 
 def half_precision(mod) -> bool:
     """Does any kernel compute in fp16/bf16 (where CUDA tensor cores apply)?"""
-    from ..ir import kernel_scripts
+    from tuner.core.ir import kernel_scripts
 
     # TVM 0.27's Python PrimFunc exposes no buffer map: read the dtypes from the printed TIR
     return any('"float16"' in script or '"bfloat16"' in script for script in kernel_scripts(mod).values())
@@ -93,7 +93,8 @@ def _vector_extent(task, target_spec) -> int | None:
     default_schedule.spatial_vector_extent), else None."""
     if target_spec.is_gpu:
         return None
-    from .default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent, vector_lanes
+    from tuner.core.target import vector_lanes
+    from tuner.schedule.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent
 
     extent = spatial_vector_extent(task.dispatched[0]["main"], vector_lanes(target_spec))
     return None if extent == MAX_VECTOR_EXTENT else extent
@@ -103,7 +104,7 @@ def spatial_space(vector_extent: int):
     """TVM's llvm design space with ParallelizeVectorizeUnroll vectorising `vector_extent` lanes."""
     from tvm.s_tir import meta_schedule as ms
 
-    from .default_schedule import parallelize_vectorize_unroll
+    from tuner.schedule.default_schedule import parallelize_vectorize_unroll
 
     rules = [
         parallelize_vectorize_unroll(vector_extent) if type(r).__name__ == "ParallelizeVectorizeUnroll" else r

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .warm_start import WarmStart
+from tuner.tuning.database.warm_start import WarmStart
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Records applied, in-model check, VM build and the package writer."""

@@ -1,0 +1,51 @@
+"""The `compile` command's work: ONNX file -> prepared graph -> fused kernels -> (tuning records) -> package."""
+
+from __future__ import annotations
+
+import time
+
+from tuner.build.executable import BuildResult, build_prepared, write_build
+from tuner.core.target import resolve_target
+from tuner.frontend.onnx_model import prepare_model
+from tuner.fusion import get_strategy
+from tuner.runtime.package import check_writable
+from tuner.transform.layout import resolve_layout
+
+
+def compile_model(
+    model: str,
+    output: str,
+    target: str = "auto",
+    fusion: str = "tvm",
+    db: str | None = None,
+    shapes: dict | None = None,
+    consts: dict | None = None,
+    precision: str | None = None,
+    cuda_graph: bool = True,
+    layout: str = "auto",
+) -> tuple[BuildResult, dict]:
+    """The `compile` command's work: returns the build and the manifest written to `output`."""
+    strategy = get_strategy(fusion)
+    target_spec = resolve_target(target)
+    resolve_layout(layout, target_spec)  # refuse a bad layout before any work
+    check_writable(output)
+    t0 = time.perf_counter()
+    prepared = prepare_model(model, shapes, consts, precision=precision)
+    result = build_prepared(prepared, target_spec, strategy, db, cuda_graph, layout)
+    manifest = write_build(result, output, time.perf_counter() - t0)
+    return result, manifest
+
+
+def compile_summary(output: str, result: BuildResult, manifest: dict) -> dict:
+    """What `compile --json` prints and `tuner.compile` returns."""
+    return {
+        "package": output,
+        "target": manifest["target"]["key"],
+        "fusion": manifest["fusion"],
+        "precision": manifest["precision"],
+        "kernels": manifest["kernels"],
+        "build_seconds": manifest["build_seconds"],
+        "timings": result.timings,
+        "preparation": manifest["preparation"],
+        "tuning_db": manifest["tuning_db"],
+    }

@@ -1,0 +1,242 @@
+"""The `run` command's work: load a package, feed inputs, time it, optionally verify against ONNX Runtime."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tuner.core.errors import TunerError
+from tuner.core.stats import compare_latency, latency_stats
+
+
+def load_npz_inputs(path: str, input_names: list[str]) -> dict[str, np.ndarray]:
+    """Arrays by input name from a .npz (one array per input) or a .npy (a model with one input)."""
+    import stat
+
+    if not os.path.exists(path):
+        raise TunerError(f"--inputs {path}: no such file")
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise TunerError(f"--inputs {path}: not a regular file", "give a .npz file with one array per input name")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:  # numpy calls any non-numpy file "pickled data"
+        raise TunerError(
+            f"--inputs {path}: not a .npz or .npy file numpy can read",
+            "save inputs with numpy.savez(path, input_name=array, ...)",
+        ) from err
+    if isinstance(loaded, np.ndarray):
+        if len(input_names) != 1:
+            raise TunerError(
+                f"--inputs {path}: a .npy holds one array; this model has {len(input_names)} inputs "
+                f"({', '.join(input_names)})",
+                "save them in one .npz: numpy.savez(path, input_name=array, ...)",
+            )
+        return {input_names[0]: loaded}
+    try:
+        with loaded as z:
+            return {k: z[k] for k in z.files}
+    except Exception as err:  # a damaged member
+        raise TunerError(f"--inputs {path}: damaged .npz ({type(err).__name__}: {err})") from err
+
+
+def save_npz_atomic(path: str, arrays: dict[str, np.ndarray]) -> None:
+    from tuner.core.fsio import atomic_write
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    atomic_write(path, write, flag="--outputs", example="outputs.npz")
+
+
+def run_package(
+    package: str,
+    inputs: str | None = None,
+    fill: str = "random",
+    seed: int = 0,
+    outputs: str | None = None,
+    verify: str | None = None,
+    repeat: int = 20,
+    warmup: int = 3,
+    device: str | None = None,
+    profile: bool = False,
+    duration_s: float | None = None,
+) -> dict:
+    """Load, run once (outputs, --verify), then time: `repeat` runs, or as many as fit in `duration_s` (as trtexec
+    does). With `verify` on a CPU package, ONNX Runtime is timed in the same loop, run for run, and compared."""
+    from tuner.runtime import load
+    from tuner.runtime.package import check_writable
+
+    if outputs is not None:
+        check_writable(outputs, "--outputs", "outputs.npz")  # before the model runs, not after
+    model = load(package, device)
+    feed = load_npz_inputs(inputs, model.input_names) if inputs else model.random_inputs(seed=seed, fill=fill)
+    if inputs:
+        extra = [k for k in feed if k not in model.input_names]
+        if extra:
+            raise TunerError(
+                f"--inputs {inputs}: arrays {', '.join(extra)} match no input",
+                f"inputs are: {', '.join(model.input_names)}",
+            )
+    result_outputs = model(**feed)
+    verification = verify_against_onnx(model, feed, result_outputs, verify) if verify else None  # the right model?
+    ort_run = None
+    if verify and model.manifest["target"]["kind"] == "llvm":
+        from tuner.report.reference import onnxruntime_timer
+
+        ort_run = onnxruntime_timer(verify, _reference_feed(model, feed, verify), model.manifest.get("num_threads"))
+    times, ort_times, wall = _timed_loop(model, feed, repeat, warmup, duration_s, ort_run)
+    result = {
+        "package": package,
+        "target": model.manifest["target"]["key"],
+        "fusion": model.manifest["fusion"],
+        "precision": model.manifest.get("precision", "float32"),
+        "kernels": model.manifest["kernels"],
+        "num_threads": os.environ.get("TVM_NUM_THREADS"),
+        "latency_ms": latency_stats(times, wall),
+    }
+    if ort_times:
+        result["onnxruntime_ms"] = latency_stats(ort_times)
+        result["vs_onnxruntime"] = compare_latency(times, ort_times)
+    if outputs:
+        save_npz_atomic(outputs, result_outputs)
+        result["outputs_file"] = outputs
+    if verification:
+        result["verify"] = verification
+    if profile:
+        result["profile"] = profile_package(model, feed, verify)
+    return result
+
+
+def _timed_loop(model, feed, repeat, warmup, duration_s, ort_run):
+    """(package ms per run, ONNX Runtime ms per run, wall seconds of the package's runs): one package run, then
+    one ONNX Runtime run, round after round, so both see the same machine state."""
+    import time
+
+    model.benchmark(**feed, repeat=0, warmup=warmup)
+    if ort_run:
+        for _ in range(warmup):
+            ort_run()
+    times, ort_times = [], []
+    end = time.perf_counter() + duration_s if duration_s else None
+    while (time.perf_counter() < end) if end else len(times) < repeat:
+        times += model.benchmark(**feed, repeat=1, warmup=0)
+        if ort_run:
+            ort_times.append(ort_run())
+    return times, ort_times, sum(times) / 1e3
+
+
+def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
+    """Where the time goes: the package's kernels (VM runtime built-ins summed as one row), and, given the ONNX
+    model, ONNX Runtime's nodes with the same inputs and thread count."""
+    order: list[str] = []
+    rows = model.profile(**feed, order=order)
+    kernels = [r for r in rows if not r["name"].startswith("vm.builtin.")]
+    builtins = [r for r in rows if r["name"].startswith("vm.builtin.")]
+    if builtins:
+        kernels.append(
+            {
+                "name": "VM runtime (vm.builtin.*)",
+                "calls": sum(r["calls"] for r in builtins),
+                "ms": sum(r["ms"] for r in builtins),
+                "share": sum(r["share"] for r in builtins),
+            }
+        )
+    out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
+    if not onnx_path:
+        return out
+    from tuner.plan.attribution import is_layout_transpose, kernel_groups, nodes_of, onnxruntime_by_kernel, ops_label
+
+    groups = kernel_groups(order, plan_of_package(model.manifest, onnx_path))
+    for r in out["kernels"]:
+        if r["name"] in groups:
+            r["onnx_nodes"], r["onnx_ops"] = nodes_of(groups[r["name"]]), ops_label(groups[r["name"]])
+    if model.manifest["target"]["kind"] == "llvm":
+        from tuner.report.reference import onnxruntime_profile
+
+        nodes = onnxruntime_profile(
+            onnx_path, _reference_feed(model, feed, onnx_path), model.manifest.get("num_threads")
+        )
+        whole = sum(n["ms"] for n in nodes) or 1.0
+        out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
+        # a conv's node is also in the layout transposes around it: its time goes to the conv (given last)
+        ordered = sorted(groups.items(), key=lambda kv: not is_layout_transpose(kv[1]))
+        per_kernel, unmatched = onnxruntime_by_kernel(
+            {k: nodes_of(g) for k, g in ordered}, nodes, _producers(onnx_path)
+        )
+        for r in out["kernels"]:
+            r["onnxruntime_ms"] = per_kernel.get(r["name"])
+        out["onnxruntime_unattributed"] = unmatched
+    return out
+
+
+def _producers(onnx_path: str) -> dict[str, list[str]]:
+    """{tensor name: [the ONNX node that outputs it, the node before]} (ONNX Runtime names rewritten nodes after
+    their output)."""
+    import onnx
+
+    graph = onnx.load(onnx_path, load_external_data=False).graph
+    direct = {out: node for node in graph.node if node.name for out in node.output}
+    # then the node that fed it: a batch-norm folded into its conv leaves the conv with the batch-norm's output
+    return {
+        out: [node.name] + ([direct[node.input[0]].name] if node.input and node.input[0] in direct else [])
+        for out, node in direct.items()
+    }
+
+
+def plan_of_package(manifest: dict, onnx_path: str):
+    """The fusion plan of the model with the package's own settings (shapes, consts, fusion, layout, precision),
+    for the ONNX nodes behind each kernel."""
+    from tuner.core.target import TargetSpec
+    from tuner.plan import build_plan
+
+    t = manifest["target"]
+    return build_plan(
+        onnx_path,
+        target=TargetSpec(t["kind"], t["config"], t["key"]),
+        fusion=manifest["fusion"],
+        shapes={i["name"]: tuple(i["shape"]) for i in manifest["inputs"]},
+        consts=manifest.get("consts") or None,
+        precision=manifest.get("precision"),
+        layout=manifest.get("layout") or "nchw",
+    )
+
+
+def verify_against_onnx(model, feed: dict, actual: dict, onnx_path: str) -> dict:
+    from tuner.frontend.onnx_model import sha256_file
+    from tuner.report.reference import compare_outputs, run_onnxruntime
+
+    if not os.path.exists(onnx_path):
+        raise TunerError(f"--verify {onnx_path}: no such file")
+    built_for = model.manifest["model"]
+    if sha256_file(onnx_path) != built_for["sha256"]:
+        raise TunerError(
+            f"--verify {onnx_path}: not the model this package was built from "
+            f"({built_for['file']}, sha256 {built_for['sha256'][:12]}…)",
+            "verify against the ONNX file given to compile",
+        )
+    ref_feed = _reference_feed(model, feed, onnx_path)
+    expected = run_onnxruntime(onnx_path, ref_feed, threads=model.manifest.get("num_threads"))
+    from tuner.core.precision import get_precision
+
+    precision = get_precision(model.manifest.get("precision"))
+    return compare_outputs(actual, expected, rtol=precision.rtol, atol=precision.atol)
+
+
+def _reference_feed(model, feed: dict, onnx_path: str) -> dict:
+    """The package's inputs plus the inputs pinned with --const at build time, as ONNX Runtime needs them."""
+    ref_feed = dict(feed)
+    for name, value in (model.manifest.get("consts") or {}).items():
+        ref_feed[name] = np.asarray(value, dtype=_const_dtype(onnx_path, name))
+    return ref_feed
+
+
+def _const_dtype(onnx_path: str, name: str):
+    import onnx
+
+    m = onnx.load(onnx_path, load_external_data=False)
+    for vi in m.graph.input:
+        if vi.name == name:
+            return onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+    return np.float32

@@ -1,0 +1,254 @@
+"""The `tune-model` command's work: prepare, fuse, tune into the database, build tuned, verify, package."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tuner.core.errors import TunerError
+from tuner.tuning.spaces import quiet_tvm_logs
+
+
+def knobs_from_options(
+    trials: int | None = None,
+    time_budget: str | float | None = None,
+    max_trials_per_task: int | None = None,
+    trials_per_iter: int | None = None,
+    early_stopping: int | None = None,
+    cost_model: str = "xgb",
+    search: str = "evolutionary",
+    seed: int | None = None,
+    only=(),
+    skip=(),
+    rpc: str | None = None,
+    measure_cache: str = "warm",
+    budget_flag: str = "--time-budget",
+):
+    """The tuning knobs from the command's options (CLI flags and API keywords alike): 64 trials when neither a
+    trial count nor a time budget is given, every trial the budget allows when only the budget is."""
+    from tuner.core.units import parse_duration
+    from tuner.tuning import Knobs
+    from tuner.tuning.knobs import UNLIMITED
+
+    if trials_per_iter is not None and trials_per_iter < 1:
+        raise TunerError("--trials-per-iter must be >= 1")
+    for name, value, choices in (
+        ("--cost-model", cost_model, ("xgb", "random")),
+        ("--search", search, ("evolutionary", "replay-trace")),
+        ("--measure-cache", measure_cache, ("warm", "flush")),
+    ):
+        if value not in choices:
+            raise TunerError(f"{name} {value!r}: unknown", f"choose one of: {', '.join(choices)}")
+    budget_s = parse_duration(time_budget, budget_flag)
+    return Knobs(
+        trials=trials if trials is not None else (UNLIMITED if budget_s else 64),
+        max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=trials_per_iter,
+        time_budget_s=budget_s,
+        early_stopping=early_stopping,
+        cost_model=cost_model,
+        search=search,
+        seed=seed,
+        only=tuple(only or ()),
+        skip=tuple(skip or ()),
+        rpc=rpc,
+        measure_cache=measure_cache,
+    )
+
+
+def tune_model(
+    model: str,
+    output: str,
+    target: str = "auto",
+    fusion: str = "tvm",
+    knobs=None,
+    db: str | None = None,
+    resume: bool = False,
+    schedules: str | None = "auto",
+    shapes=None,
+    consts=None,
+    progress=None,
+    verify: bool = True,
+    verbose: bool = False,
+    precision: str | None = None,
+    layout: str = "auto",
+) -> dict:
+    """Prepare and lower the model once, tune its kernels into the database (warm-started from `schedules`, see
+    tuning.warm_start), build the tuned package, time it against the untuned build in memory and verify it
+    against ONNX Runtime."""
+    from tuner.build.executable import build_lowered, lower_prepared, write_build
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.fusion import get_strategy
+    from tuner.runtime.package import check_writable
+    from tuner.transform.layout import resolve_layout
+    from tuner.tuning import Knobs, tune
+    from tuner.tuning.database.store import check_target, default_db_dir, read_manifest
+    from tuner.tuning.database.warm_start import resolve_schedules
+    from tuner.tuning.progress import Progress
+
+    knobs = knobs or Knobs()
+    shown = progress is not None  # ONNX Runtime is timed up front only for a display that shows it
+    progress = progress or Progress()
+    if knobs.trials < 0:
+        raise TunerError("--trials must be >= 0")
+    quiet_tvm_logs(verbose)
+    strategy = get_strategy(fusion)
+    spec = resolve_target(target)
+    resolve_layout(layout, spec)  # refuse a bad layout before any work
+    measure_here = _check_measurement(spec, knobs)
+    check_writable(output)
+    t0 = time.perf_counter()
+    progress.stage("import", model)
+    prepared = prepare_model(model, shapes, consts, precision=precision)
+    db_dir = db or default_db_dir(prepared, spec)
+    if os.path.isdir(db_dir):
+        check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
+    warm_from = resolve_schedules(schedules, spec)
+    lowered = lower_prepared(prepared, spec, strategy, layout=layout)
+    if shown and verify and measure_here and not spec.is_gpu and not prepared.consts:
+        _reference_stage(progress, model, prepared, spec)
+    model_key = f"{prepared.name}-{prepared.sha256[:8]}"
+    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
+    summary = _summary(model, spec, strategy, prepared, db_dir, result)
+    if result.stopped == "interrupted":
+        return summary
+    progress.stage("build", f"{output}, tuned records from {db_dir}")
+    tuned, untuned, left_out = build_lowered(lowered, db_dir), None, {}
+    if measure_here and not spec.is_gpu:
+        tuned, untuned, left_out = _records_checked_in_model(lowered, db_dir, tuned, progress)
+    manifest = write_build(tuned, output, time.perf_counter() - t0)
+    summary.update(
+        package=output,
+        layout=lowered.layout,
+        applied=tuned.db_info["applied"],
+        kernels=tuned.db_info["kernels"],
+        default_schedules=tuned.db_info["untuned"],
+        records_left_out={k: {"tuned_us": a, "default_us": b} for k, (a, b) in left_out.items()},
+    )
+    if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here
+        summary["latency_ms"] = summary["verify"] = None
+        summary["note"] = "kernels were measured over RPC; run and verify the package on a machine with the GPU"
+        return summary
+    progress.stage("time", "untuned vs tuned" + (" vs ONNX Runtime, then verify" if verify else ""))
+    untuned = untuned or build_lowered(lowered)
+    summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
+    return summary
+
+
+def _records_checked_in_model(lowered, db_dir, tuned, progress):
+    """(the tuned build less the records whose kernels ran slower in the model than their default schedule, the
+    default build, {kernel: (µs with the record, µs without)}); see tuning/in_model.py."""
+    from tuner.build.executable import build_lowered
+    from tuner.build.in_model import slower_in_model
+    from tuner.runtime.inputs import make_inputs
+
+    untuned = build_lowered(lowered)
+    slower = slower_in_model(tuned, untuned, list(make_inputs(_input_specs(lowered.prepared)).values()))
+    if slower:
+        progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
+        tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
+    return tuned, untuned, slower
+
+
+def _reference_stage(progress, model: str, prepared, spec) -> None:
+    """ONNX Runtime's latency before tuning starts: the line the live display shows tuning against."""
+    import numpy as np
+
+    from tuner.report.reference import onnxruntime_timer
+    from tuner.runtime.inputs import make_inputs
+
+    try:
+        run = onnxruntime_timer(model, make_inputs(_input_specs(prepared)), spec.config.get("num-cores"))
+        run()
+        ms = float(np.median([run() for _ in range(5)]))
+    except Exception as err:  # ONNX Runtime cannot run it: verification will say so; tuning goes on
+        progress.stage("reference", f"ONNX Runtime could not time the model ({type(err).__name__})")
+        return
+    progress.reference_ms = ms
+    progress.stage("reference", f"ONNX Runtime {ms:.3f} ms (the line to beat)")
+
+
+def _input_specs(prepared) -> list[dict]:
+    """The model's inputs as `runtime.inputs.make_inputs` takes them."""
+    return [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+
+
+def _check_measurement(spec, knobs) -> bool:
+    """Can candidates be measured (here, or over --rpc)? Returns whether the package can run here."""
+    if knobs.rpc:
+        from tuner.tuning import check_rpc
+
+        check_rpc(knobs.rpc)
+    if not spec.is_gpu:
+        return True
+    from tuner.core.target import detect_gpu_arch
+
+    if detect_gpu_arch():
+        return True
+    if not knobs.rpc:
+        raise TunerError(
+            f"tune-model --target {spec.key}: measuring CUDA kernels needs a GPU here",
+            "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY",
+        )
+    return False
+
+
+def _summary(model, spec, strategy, prepared, db_dir, result) -> dict:
+    return {
+        "model": model,
+        "target": spec.key,
+        "fusion": strategy.name,
+        "precision": prepared.precision,
+        "db": db_dir,
+        "stopped": result.stopped,
+        "trials": result.trials_this_run,
+        "trials_in_db": result.trials_total,
+        "tune_seconds": round(result.wall_s, 1),
+        "shared_workloads": result.shared_workloads,
+        "warm_start": result.warm.to_json() if result.warm else None,
+        "tasks": [s.to_json() for s in result.tasks],
+        "repairs": result.repairs,
+        "package": None,
+    }
+
+
+def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None) -> dict:
+    """Untuned (in memory) vs tuned (the written package, loaded as a user would), interleaved in this process;
+    then the tuned outputs against ONNX Runtime."""
+    import numpy as np
+
+    from tuner.core.stats import compare_latency, rotated
+    from tuner.runtime import Model, load
+
+    m_tuned = load(package)
+    m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
+    feed = m_tuned.random_inputs()
+    runs = {
+        "untuned": lambda: m_untuned.benchmark(**feed, repeat=2, warmup=1),
+        "tuned": lambda: m_tuned.benchmark(**feed, repeat=2, warmup=1),
+    }
+    ort_run = None
+    if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
+        from tuner.report.reference import onnxruntime_timer
+
+        # the bar users compare against, timed in the same loop with the package's thread count
+        ort_run = onnxruntime_timer(onnx_path, feed, manifest.get("num_threads"))
+        ort_run()
+        runs["onnxruntime"] = lambda: [min(ort_run(), ort_run())]
+    lat = {k: [] for k in runs}
+    names = list(runs)
+    for i in range(6):
+        for k in rotated(names, i):
+            lat[k] += runs[k]()
+    out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
+    out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
+    out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
+    if ort_run:
+        out["vs_onnxruntime"] = out["latency_ms"]["tuned"] / out["latency_ms"]["onnxruntime"]
+        out["vs_onnxruntime_verdict"] = compare_latency(lat["tuned"], lat["onnxruntime"])
+    if onnx_path:
+        from tuner.commands.run import verify_against_onnx
+
+        out["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), onnx_path)
+    return out

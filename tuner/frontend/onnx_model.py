@@ -1,0 +1,335 @@
+"""Loading an ONNX file, describing its inputs and outputs, and preparing it for import.
+
+Preparation binds the input shapes, freezes `--const` inputs and, where the graph computes shapes at run time
+(Shape -> Gather -> Concat -> Reshape, dynamic Pad), folds those subgraphs with onnxsim so that TVM's Relax
+frontend (which wants static shapes there) can import it.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from tuner.core.errors import TunerError
+from tuner.core.native_log import quiet_native_output
+from tuner.frontend.checks import check_meaningful, check_opset, default_opset, iter_nodes, node_label, run_checker  # noqa: F401  (re-exports)
+from tuner.frontend.shape_inputs import needs_shape_folding
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: list  # ints, or str/None for dynamic dims
+    dtype: str
+
+    @property
+    def dynamic_dims(self) -> list[int]:
+        return [i for i, d in enumerate(self.shape) if not isinstance(d, int)]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": self.shape, "dtype": self.dtype}
+
+    def describe(self) -> str:
+        dims = "x".join(str(d) if d is not None else "?" for d in self.shape) if self.shape else "scalar"
+        return f"{self.name}: {self.dtype}[{dims}]"
+
+
+def format_shape(shape) -> str:
+    """(1, 3, 8, 8) -> "1x3x8x8", as --input-shape writes it."""
+    return "x".join(str(d) for d in shape) if shape else "scalar"
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_onnx(path: str) -> onnx.ModelProto:
+    """Load and validate with clear errors: missing, not ONNX, truncated, failing the checker, meaningless."""
+    import stat
+
+    if not os.path.exists(path):
+        raise TunerError(f"{path}: no such file", "give the path of an .onnx model file")
+    if os.path.isdir(path):
+        raise TunerError(f"{path}: is a directory, not an ONNX file")
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the read forever
+        raise TunerError(f"{path}: is not a regular file (a FIFO, device or socket)", "give an .onnx model file")
+    try:
+        model = onnx.load(path)
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise TunerError(
+            f"{path}: not a readable ONNX model ({type(err).__name__}: {err})",
+            "the file may be truncated or not ONNX at all; re-export or re-download it",
+        ) from err
+    if not model.graph.node and not model.graph.output:
+        raise TunerError(f"{path}: parsed as ONNX but holds no graph", "the file is probably not an ONNX model")
+    check_opset(model, path)
+    run_checker(model, path)
+    check_meaningful(model, path)
+    return model
+
+
+def _dtype_of(elem_type: int) -> str:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _tensor_info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    tt = vi.type.tensor_type
+    shape = []
+    if tt.HasField("shape"):
+        for d in tt.shape.dim:
+            shape.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    else:
+        shape = None
+    return TensorInfo(vi.name, shape if shape is not None else [None], _dtype_of(tt.elem_type))
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[TensorInfo]:
+    """The real inputs: old exporters list initializers as graph inputs too."""
+    inits = {t.name for t in model.graph.initializer}
+    return [_tensor_info(vi) for vi in model.graph.input if vi.name not in inits]
+
+
+def graph_outputs(model: onnx.ModelProto) -> list[TensorInfo]:
+    return [_tensor_info(vi) for vi in model.graph.output]
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    counts = collections.Counter(
+        n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n, _ in iter_nodes(model.graph)
+    )
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+@dataclass
+class PreparedModel:
+    """An ONNX model with shapes bound and constants frozen, ready for import."""
+
+    path: str
+    model: onnx.ModelProto
+    sha256: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    shapes: dict[str, tuple[int, ...]]
+    consts: dict[str, float | int | list] = field(default_factory=dict)  # scalars, or values (shape inputs)
+    notes: list[str] = field(default_factory=list)  # what preparation changed, for `check`
+    folded: dict[str, int] = field(default_factory=dict)  # op -> nodes removed by folding
+    precision: str = "float32"  # compute precision the import applies (tuner.transform.precision)
+
+    @property
+    def name(self) -> str:
+        return os.path.splitext(os.path.basename(self.path))[0]
+
+
+def _freeze_consts(model: onnx.ModelProto, consts: dict, path: str) -> list[str]:
+    notes = []
+    by_name = {i.name: i for i in graph_inputs(model)}
+    for name, value in consts.items():
+        if name not in by_name:
+            raise TunerError(
+                f"--const {name}: {path} has no input named {name!r}", f"inputs are: {', '.join(by_name) or '(none)'}"
+            )
+        arr = _const_array(by_name[name], value)
+        vi = next(v for v in model.graph.input if v.name == name)
+        model.graph.input.remove(vi)
+        model.graph.initializer.append(numpy_helper.from_array(arr, name))
+        notes.append(f"input {name} frozen to constant {value}")
+    return notes
+
+
+def _const_array(info: TensorInfo, value) -> np.ndarray:
+    """The constant for input `info`: a scalar fills its (size-1) shape; values (a list or array) must match its
+    static dims, as a shape, axes or pads input does."""
+    if np.ndim(value) == 0:
+        shape = [d if isinstance(d, int) else 1 for d in info.shape] if info.shape != [None] else []
+        if int(np.prod(shape)) != 1:
+            raise TunerError(
+                f"--const {info.name}: input {info.describe()} is not a scalar",
+                "give one value per element: NAME=1,2,3",
+            )
+        return np.full(shape, value, dtype=np.dtype(info.dtype))
+    arr = np.asarray(value, dtype=np.dtype(info.dtype))
+    fits = info.shape == [None] or (
+        len(info.shape) == arr.ndim and all(not isinstance(d, int) or d == n for d, n in zip(info.shape, arr.shape))
+    )
+    if not fits:
+        got = arr.shape[0] if arr.ndim == 1 else arr.shape
+        raise TunerError(f"--const {info.name}: {got} values do not fit input {info.describe()}")
+    return arr
+
+
+def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, tuple[int, ...]]:
+    inputs = {i.name: i for i in graph_inputs(model)}
+    for name in shapes:
+        if name not in inputs:
+            raise TunerError(
+                f"--input-shape {name}: {path} has no input named {name!r}",
+                f"inputs are: {', '.join(i.describe() for i in inputs.values()) or '(none)'}",
+            )
+    bound: dict[str, tuple[int, ...]] = {}
+    missing = []
+    for name, info in inputs.items():
+        if name in shapes:
+            want = shapes[name]
+            if info.shape != [None] and len(info.shape) != len(want):
+                raise TunerError(
+                    f"--input-shape {name}:{format_shape(want)} has rank {len(want)}, "
+                    f"but input {info.describe()} has rank {len(info.shape)}"
+                )
+            for d_model, d_want in zip(info.shape, want):
+                if isinstance(d_model, int) and d_model != d_want:
+                    raise TunerError(
+                        f"--input-shape {name}:{format_shape(want)} contradicts the model's fixed "
+                        f"shape {info.describe()}"
+                    )
+            bound[name] = tuple(want)
+        elif info.dynamic_dims or info.shape == [None]:
+            missing.append(info)
+        else:
+            bound[name] = tuple(info.shape)
+    if missing:
+        example = " ".join(
+            f"{i.name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in i.shape)}" for i in missing
+        )
+        raise TunerError(
+            f"{path}: dynamic dimensions need --input-shape: " + ", ".join(i.describe() for i in missing),
+            f"bind them, e.g. --input-shape {example!r}",
+        )
+    for vi in model.graph.input:
+        if vi.name in bound:
+            dims = vi.type.tensor_type.shape.dim
+            del dims[:]
+            for d in bound[vi.name]:
+                dims.add().dim_value = d
+    return bound
+
+
+def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:
+    import onnxsim  # heavy; only when folding is needed
+
+    try:
+        with quiet_native_output():
+            return _simplify_checked(onnxsim, model, shapes, path)
+    except TunerError:
+        raise
+
+
+def _simplify_checked(onnxsim, model, shapes, path):
+    try:
+        # skip_fuse_bn: keep BatchNorm visible so our own fusion (and the compare report) decide about it.
+        simplified, ok = onnxsim.simplify(
+            model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()}, skip_fuse_bn=True
+        )
+    except Exception as err:
+        raise TunerError(
+            f"{path}: folding shape subgraphs with onnxsim failed: {err}",
+            "check that --input-shape matches what the model expects",
+        ) from err
+    if not ok:
+        raise TunerError(f"{path}: onnxsim could not verify the simplified graph")
+    return simplified
+
+
+_CONSTANT_FORMS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+
+
+def constants_as_tensors(model: onnx.ModelProto) -> int:
+    """Rewrite Constant nodes written with value_float(s)/value_int(s) (opset 12+) into the `value` tensor form,
+    the only one TVM's importer reads ("no value in Constant"). Returns how many were rewritten."""
+    count = 0
+    for node, _ in iter_nodes(model.graph):
+        if node.op_type != "Constant" or len(node.attribute) != 1 or node.attribute[0].name not in _CONSTANT_FORMS:
+            continue
+        attr = node.attribute[0]
+        value = onnx.helper.get_attribute_value(attr)
+        tensor = numpy_helper.from_array(np.asarray(value, dtype=_CONSTANT_FORMS[attr.name]), name=node.output[0])
+        del node.attribute[:]
+        node.attribute.append(onnx.helper.make_attribute("value", tensor))
+        count += 1
+    return count
+
+
+def prepare_model(
+    source, shapes: dict | None = None, consts: dict | None = None, simplify: str = "auto", precision: str | None = None
+) -> PreparedModel:
+    """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never).
+    `precision` (--dtype) is validated here and applied at import.
+
+    `source` is a file path, or an in-memory ModelProto (named `<memory:graph name>` in messages).
+    """
+    from tuner.core.precision import get_precision
+
+    precision = get_precision(precision).name
+    if isinstance(source, onnx.ModelProto):
+        path = f"<memory:{source.graph.name or 'model'}>"
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        check_opset(model, path)
+        run_checker(model, path)
+        check_meaningful(model, path)
+        digest = hashlib.sha256(source.SerializeToString()).hexdigest()
+    else:
+        path = source
+        model = load_onnx(path)
+        digest = sha256_file(path)
+    constants_as_tensors(model)
+    notes = _freeze_consts(model, consts or {}, path) if consts else []
+    bound = _bind_shapes(model, dict(shapes or {}), path)
+    from tuner.frontend.if_folding import fold_constant_ifs
+
+    taken = fold_constant_ifs(model)
+    if taken:
+        more = f" (+{len(taken) - 3} more)" if len(taken) > 3 else ""
+        notes.append(
+            f"{len(taken)} If folded to the branch their compile-time condition takes: {', '.join(taken[:3])}{more}"
+        )
+    folded: dict[str, int] = {}
+    reasons = needs_shape_folding(model) if simplify == "auto" else []
+    if simplify == "always" or reasons or consts:
+        before = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
+        model = _simplify(model, bound, path)
+        after = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
+        folded = {op: before[op] - after.get(op, 0) for op in before if before[op] > after.get(op, 0)}
+        why = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "") if reasons else "requested"
+        notes.append(
+            f"shape subgraphs folded with onnxsim ({why}): {sum(before.values())} -> "
+            f"{sum(after.values())} nodes"
+            + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else "")
+        )
+    from tuner.frontend.onnx_rewrites import conv_transposes_as_convs, fold_batch_norms
+
+    bn_folds = fold_batch_norms(model)
+    if bn_folds:
+        more = f" (+{len(bn_folds) - 4} more)" if len(bn_folds) > 4 else ""
+        notes.append(f"{len(bn_folds)} BatchNormalization folded into their Conv: {', '.join(bn_folds[:4])}{more}")
+    upsamplings = conv_transposes_as_convs(model)
+    if upsamplings:
+        notes.append(f"{len(upsamplings)} ConvTranspose (kernel = stride) as 1x1 Conv + DepthToSpace")
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as err:  # informative only; TVM infers its own shapes
+        notes.append(f"ONNX shape inference failed ({err}); continuing")
+    return PreparedModel(
+        path=path,
+        model=model,
+        sha256=digest,
+        inputs=graph_inputs(model),
+        outputs=graph_outputs(model),
+        shapes=bound,
+        consts={k: np.asarray(v).tolist() for k, v in (consts or {}).items()},  # JSON-able
+        notes=notes,
+        folded=folded,
+        precision=precision,
+    )

@@ -1,7 +1,0 @@
-"""What each command does, one module per command, named after it (`cli/` only parses and validates):
-
-check       check.check_model        compile     compile.compile_model
-run         run.run_package          tune-model  tune_model.tune_model
-plan        tuner.plan.build_plan     compare     tuner.comparison.driver.compare
-db          tuner.tuning.database (show, merge)
-"""

@@ -1,0 +1,164 @@
+"""ONNX Runtime as the reference, and the comparison rule.
+
+An output passes when every element satisfies |tvm - ort| <= ATOL * max(1, max|ort|) + RTOL * |ort|.
+The absolute term scales with the output's magnitude (deep fp32 networks accumulate error in proportion to
+their activations). Reported: max_abs_err, and max_rel_err = max_abs_err / max(max|ort|, tiny).
+Integer and boolean outputs must match exactly; equal infinities and NaN in both count as equal.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from tuner.core.errors import TunerError
+
+RTOL = 1e-3
+ATOL = 1e-4
+
+
+def run_onnxruntime(
+    model_path_or_proto, inputs: dict[str, np.ndarray], threads: int | None = None
+) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    # TVM may have pinned this thread to one core; ORT's threads would inherit that.
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    except (AttributeError, OSError):
+        pass
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    src = model_path_or_proto if isinstance(model_path_or_proto, str) else model_path_or_proto.SerializeToString()
+    try:
+        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        raise TunerError(f"ONNX Runtime cannot load the reference model: {str(err).strip().splitlines()[0]}") from err
+    names = [i.name for i in sess.get_inputs()]
+    feed = {n: inputs[n] for n in names if n in inputs}
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise TunerError(f"reference run: no value for ONNX input(s) {', '.join(missing)}")
+    outs = sess.run(None, feed)
+    return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
+
+
+def compare_outputs(
+    actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], rtol: float = RTOL, atol: float = ATOL
+) -> dict:
+    per_output = {}
+    ok = True
+    worst_abs = worst_rel = 0.0
+    for name, ref in expected.items():
+        if name not in actual:
+            per_output[name] = {"ok": False, "error": "missing from the TVM outputs"}
+            ok = False
+            continue
+        got = np.asarray(actual[name])
+        ref = np.asarray(ref)
+        if got.shape != ref.shape:
+            per_output[name] = {"ok": False, "error": f"shape {list(got.shape)} vs reference {list(ref.shape)}"}
+            ok = False
+            continue
+        if ref.size == 0:
+            per_output[name] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
+            continue
+        if ref.dtype.kind in "iub":
+            diff = np.abs(got.astype(np.int64) - ref.astype(np.int64))
+            out_ok = bool((diff == 0).all())
+            scale = float(np.abs(ref).max()) if ref.dtype.kind != "b" else 1.0
+        else:
+            g, r = got.astype(np.float64), ref.astype(np.float64)
+            same = (np.isnan(g) & np.isnan(r)) | (g == r)  # equal infinities are equal, not inf - inf = nan
+            with np.errstate(invalid="ignore"):
+                diff = np.where(same, 0.0, np.abs(g - r))
+            finite = np.abs(r[np.isfinite(r)])
+            scale = float(finite.max()) if finite.size else 1.0
+            with np.errstate(invalid="ignore"):
+                close = same | (diff <= atol * max(1.0, scale) + rtol * np.abs(np.nan_to_num(r)))
+            out_ok = bool(close.all())
+        max_abs = float(np.nanmax(diff)) if diff.size else 0.0
+        max_rel = max_abs / max(scale, 1e-12)
+        per_output[name] = {"ok": out_ok, "max_abs_err": max_abs, "max_rel_err": max_rel}
+        ok &= out_ok
+        worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
+    return {
+        "ok": bool(ok),
+        "max_abs_err": worst_abs,
+        "max_rel_err": worst_rel,
+        "rtol": rtol,
+        "atol": atol,
+        "outputs": per_output,
+    }
+
+
+def timing_options(threads: int | None, spinning: bool = False):
+    """ONNX Runtime as a timing reference: all graph optimisations, the package's threads, no spin-waiting
+    (scripts/bench.py's settings; `spinning` keeps ORT's default, as scripts/retime.py times it too)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    opts.log_severity_level = 3
+    return opts
+
+
+def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: int | None):
+    """A callable that runs the model once in ONNX Runtime (all graph optimisations, no spin-waiting: the
+    settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
+    import time
+
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_path, timing_options(threads), providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        return (time.perf_counter() - t0) * 1e3
+
+    return run
+
+
+def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
+    """ONNX Runtime's own per-node times (its profiler), summed over `repeat` runs after a warm-up:
+    [{name, op, ms (per run)}], slowest first. Spinning, as ONNX Runtime runs by default: without it each node's
+    time includes waking its worker threads: a 3 ms MobileNetV2 profiled most of its conv nodes 1.1-1.9x slower
+    than spinning (one 0.66x), and our kernels read 0.33-0.91x ORT's instead of 0.29-1.54x. Taken after the
+    package's own profile: spinning threads would slow a TVM pool sharing the cores."""
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="ft-ortprof-") as tmp:
+        opts = timing_options(threads, spinning=True)
+        opts.enable_profiling = True
+        opts.profile_file_prefix = os.path.join(tmp, "ort")
+        sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+        feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+        sess.run(None, feed)
+        for _ in range(repeat):
+            sess.run(None, feed)
+        with open(sess.end_profiling()) as f:
+            events = json.load(f)
+    nodes: dict[str, list] = {}
+    runs = 0
+    for e in events:
+        if e.get("cat") == "Session" and e.get("name") == "model_run":
+            runs += 1
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        name = e["name"][: -len("_kernel_time")]
+        entry = nodes.setdefault(name, [e.get("args", {}).get("op_name", "?"), 0.0])
+        entry[1] += float(e.get("dur", 0)) / 1e3
+    runs = max(runs, 1)
+    return sorted(({"name": n, "op": op, "ms": ms / runs} for n, (op, ms) in nodes.items()), key=lambda r: -r["ms"])
