@@ -6,7 +6,8 @@
     python scripts/bench.py --budget 3m --unfused none magika minilm_l3
 
 Per model, in one process and one thread count: ONNX Runtime (all graph optimisations; with its default
-spin-waiting, as a user runs it alone, and without), the fused package untuned (every kernel on its cheap default
+spin-waiting, as a user runs it alone, and without), OpenVINO's CPU plugin when installed (f32, our precision,
+and as shipped), the fused package untuned (every kernel on its cheap default
 schedule), tuned cold (`tune-model --time-budget B` into an empty database), tuned warm (from `schedules/` when
 it has records for this target), and, for the models named by --unfused, the unfused model tuned with the same
 budget. Every runner is timed in alternating blocks of back-to-back runs (`time_packages`), packages called as
@@ -48,13 +49,9 @@ def resolve(name: str):
 
 def ort_session(prepared, threads: int, spinning: bool = True):
     """ONNX Runtime as users run it: all graph optimisations, `threads` intra-op threads, spin-waiting on."""
-    import onnxruntime as ort
+    from tuner.report.reference import onnxruntime_session
 
-    from tuner.report.reference import timing_options
-
-    return ort.InferenceSession(
-        prepared.model.SerializeToString(), timing_options(threads, spinning), providers=["CPUExecutionProvider"]
-    )
+    return onnxruntime_session(prepared.model, threads, spinning)
 
 
 PACKAGES = ("untuned", "tuned", "unfused_tuned", "warm")
@@ -85,9 +82,8 @@ def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: 
     """Each package against ONNX Runtime with its default spin-waiting (as a user runs it alone) and without it:
     {ort_ms, ort_spin_ms, <pkg>_ms, <pkg>_vs_ort, <pkg>_vs_ort_spin, fusion_speedup_tuned}. Packages are called
     as users call them (numpy in, numpy out), as ORT's run is."""
-    import onnxruntime as ort
 
-    from tuner.report.reference import timing_options
+    from tuner.report.reference import onnxruntime_session, openvino_runner
     from tuner.runtime import load
 
     pkgs = {k: load(p) for k, p in paths.items()}
@@ -95,17 +91,25 @@ def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: 
     blob = prepared.model.SerializeToString()
     runners = {}
     for label, spin in (("ort", False), ("ort_spin", True)):
-        sess = ort.InferenceSession(blob, timing_options(threads, spin), providers=["CPUExecutionProvider"])
+        sess = onnxruntime_session(blob, threads, spin)
         ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
         runners[label] = lambda s=sess, f=ort_feed: s.run(None, f)
+    for label, precision in (("ov", "f32"), ("ov_default", None)):  # when OpenVINO is installed
+        run = openvino_runner(blob, feed, threads, precision)
+        if run is not None:
+            runners[label] = run
     for k, m in pkgs.items():
         runners[k] = lambda m=m: m(**feed)
     med = blocks(runners, n_blocks, runs)
-    row = {"ort_ms": round(med["ort"], 3), "ort_spin_ms": round(med["ort_spin"], 3)}
+    row = {f"{k}_ms": round(med[k], 3) for k in ("ort", "ort_spin", "ov", "ov_default") if k in med}
+    best = min(med["ort_spin"], med.get("ov", math.inf))  # the faster peer at our precision
     for k in pkgs:
         row[f"{k}_ms"] = round(med[k], 3)
         row[f"{k}_vs_ort"] = round(med[k] / med["ort"], 3)
         row[f"{k}_vs_ort_spin"] = round(med[k] / med["ort_spin"], 3)
+        if "ov" in med:
+            row[f"{k}_vs_ov"] = round(med[k] / med["ov"], 3)
+        row[f"{k}_vs_best"] = round(med[k] / best, 3)
     if "unfused_tuned" in pkgs:
         row["fusion_speedup_tuned"] = round(med["unfused_tuned"] / med["tuned"], 3)
     return row
@@ -123,7 +127,9 @@ def bench_model(name, args, threads) -> dict:
     prepared = prepare_model(path, shapes or None, consts or None)
     row = {"model": name, "budget_s": args.budget_s}
     pkgs = {}
-    compile_model(path, f"{out}/untuned.ftpkg", target=args.target, fusion="tvm", shapes=shapes, consts=consts)
+    compile_model(
+        path, f"{out}/untuned.ftpkg", target=args.target, fusion="tvm", shapes=shapes, consts=consts, db="none"
+    )
     pkgs["untuned"] = f"{out}/untuned.ftpkg"
     variants = [("tuned", "tvm")] if "tuned" in args.variants else []
     variants += [("unfused_tuned", "none")] if name in args.unfused and "unfused" in args.variants else []
@@ -263,11 +269,18 @@ def print_table(rows) -> None:
             f"{r[k + '_vs_ort_spin']:13.2f} / {r[k + '_vs_ort']:5.2f}" if k + "_ms" in r else " " * 22 for k in keys
         )
         print(f"{r['model']:16} {r['ort_spin_ms']:8.3f} {r['ort_ms']:8.3f} {cells}", flush=True)
+        if "ov_ms" in r:
+            print(
+                f"{'':16} OpenVINO f32 {r['ov_ms']:.3f} ms (as shipped {r.get('ov_default_ms', float('nan')):.3f}): "
+                + ", ".join(f"{k} ×OV {r[k + '_vs_ov']:.2f}" for k in keys if k + "_vs_ov" in r)
+            )
         if "fusion_speedup_tuned" in r:
             print(f"{'':16} fused vs unfused, both tuned: {r['fusion_speedup_tuned']:.2f}×")
     for k in keys:
         spin, plain = (geomean([r.get(f"{k}_vs_ort{x}") for r in ok]) for x in ("_spin", ""))
-        print(f"geometric mean {k}: ×ORT {spin:.2f} (×ORT without spinning {plain:.2f})")
+        ov, best = (geomean([r.get(f"{k}_vs_{x}") for r in ok]) for x in ("ov", "best"))
+        more = f"; ×OpenVINO f32 {ov:.2f}; ×the faster peer {best:.2f}" if ov else ""
+        print(f"geometric mean {k}: ×ORT {spin:.2f} (×ORT without spinning {plain:.2f}){more}")
 
 
 def write_csv(rows, path):

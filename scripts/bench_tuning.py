@@ -20,11 +20,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def ort_latency(path, feed, threads, repeat=20):
     import numpy as np
-    import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    from tuner.report.reference import onnxruntime_session
+
+    sess = onnxruntime_session(path, threads)
     names = [i.name for i in sess.get_inputs()]
     f = {n: feed[n] for n in names}
     for _ in range(3):

@@ -4,7 +4,15 @@
 cnn.onnx          Conv-BN-ReLU blocks, a residual Add, MaxPool, Conv-BN-Clip(ReLU6), GAP, Gemm, Softmax
 transformer.onnx  one encoder block: Q/K/V MatMuls, attention (QK^T * scale + mask -> Softmax -> V),
                   residual Add + LayerNorm (decomposed, as older exporters write it), FFN with Erf-GELU
+bert_ids.onnx     a BERT-style encoder as exporters write it: input_ids, attention_mask and token_type_ids (int64,
+                  1x16) through word (1000 rows), position and token-type (2 rows) embeddings, LayerNorm,
+                  one attention block with the mask as an additive bias, pooled output
 mlp.onnx          Gemm+ReLU, Gemm+SiLU, Gemm; dynamic batch dim (needs --input-shape x:BxK)
+cuda_edges.onnx   the two kernels dlight could not schedule on real models: an HGNet-style stem (Conv + bias + ReLU
+                  whose epilogue ends in the next op's explicit Pad, then a 2x2 Conv) and a Conv + bias + swish +
+                  residual Add
+subnormal_conv.onnx  a 768->384 1x1 conv on a 10x10 map whose weights are 24% subnormal, as a trained text
+                  detector's were (the subnormal-weights lever)
 resnext_blocks.onnx  three ResNeXt-50 (32x4d) stage-1 bottlenecks at 56x56: 1x1, grouped 3x3 (32 groups of 4),
                   1x1, residual Add (the grouped conv of tuner/banded_conv.py; no real ResNeXt is available here)
 """
@@ -182,6 +190,43 @@ def make_transformer(seq=16, d=64, heads=4, ffn=128) -> onnx.ModelProto:
     )
 
 
+def make_bert_ids(seq=16, d=32, vocab=1000, heads=2) -> onnx.ModelProto:
+    g = GraphBuilder(5)
+    hd = d // heads
+    words = g.op("Gather", [g.weight("word_embeddings", (vocab, d), 0.5), "input_ids"], name="embeddings/word")
+    types = g.op("Gather", [g.weight("token_type_embeddings", (2, d), 0.5), "token_type_ids"], name="embeddings/type")
+    positions = g.const("position_ids", np.arange(seq, dtype=np.int64)[None])
+    pos = g.op("Gather", [g.weight("position_embeddings", (64, d), 0.5), positions], name="embeddings/position")
+    x = g.op("Add", [g.op("Add", [words, types], name="embeddings/add_type"), pos], name="embeddings/add_position")
+    x = layer_norm(g, x, d, "embeddings/ln")
+    # the mask as BERT exporters write it: (1 - mask) * -10000, broadcast over heads and query positions
+    m = g.op("Cast", [g.op("Unsqueeze", ["attention_mask", g.const("mask_axes", np.array([1, 2], np.int64))],
+                           name="mask/unsqueeze")], name="mask/cast", to=TensorProto.FLOAT)  # fmt: skip
+    m = g.op("Sub", [g.const("mask_one", np.float32(1)), m], name="mask/invert")
+    m = g.op("Mul", [m, g.const("mask_big", np.float32(-10000))], name="mask/bias")
+    heads_shape = g.const("heads_shape", np.array([1, seq, heads, hd], np.int64))
+
+    def proj(name):
+        y = g.op("MatMul", [x, g.weight(f"{name}.w", (d, d))], name=f"attn/{name}/matmul")
+        y = g.op("Reshape", [g.op("Add", [y, g.weight(f"{name}.b", (d,), 0.1)], name=f"attn/{name}/bias"),
+                             heads_shape], name=f"attn/{name}/split")  # fmt: skip
+        return g.op("Transpose", [y], name=f"attn/{name}/transpose", perm=[0, 2, 1, 3])
+
+    q, k, v = proj("q"), proj("k"), proj("v")
+    s = g.op("MatMul", [q, g.op("Transpose", [k], name="attn/k_t", perm=[0, 1, 3, 2])], name="attn/scores")
+    s = g.op("Mul", [s, g.const("attn.scale", np.float32(1 / np.sqrt(hd)))], name="attn/scale")
+    p = g.op("Softmax", [g.op("Add", [s, m], name="attn/mask")], name="attn/softmax", axis=-1)
+    o = g.op("Transpose", [g.op("MatMul", [p, v], name="attn/context")], name="attn/merge", perm=[0, 2, 1, 3])
+    o = g.op("Reshape", [o, g.const("merge_shape", np.array([1, seq, d], np.int64))], name="attn/merge_heads")
+    o = g.op("MatMul", [o, g.weight("out.w", (d, d))], name="attn/out/matmul")
+    h = layer_norm(g, g.op("Add", [x, o], name="attn/residual"), d, "ln1")
+    g.op("ReduceMean", [h], name="pool", axes=[1], keepdims=0)
+    g.nodes[-1].output[0] = "pooled"
+    ids = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, seq])
+           for n in ("input_ids", "attention_mask", "token_type_ids")]  # fmt: skip
+    return g.model("bert_ids", ids, [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, d])])
+
+
 def make_mlp() -> onnx.ModelProto:
     g = GraphBuilder(3)
     y = g.op("Gemm", ["x", g.weight("fc1.w", (64, 32)), g.weight("fc1.b", (64,), 0.1)], name="fc1", transB=1)
@@ -219,10 +264,48 @@ def make_resnext_blocks(blocks=3, c=256, width=128, groups=32, hw=56) -> onnx.Mo
     )
 
 
+def make_cuda_edges(c=16, hw=32) -> onnx.ModelProto:
+    g = GraphBuilder(6)
+    w, b = g.weight("stem.w", (c, 3, 3, 3)), g.weight("stem.b", (c,), 0.1)
+    y = g.op("Relu", [g.op("Conv", ["x", w, b], name="stem/conv", pads=[1] * 4, kernel_shape=[3, 3])], name="stem/relu")
+    y = g.op("Pad", [y, g.const("stem.pads", np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64))], name="stem/pad")
+    w2, b2 = g.weight("stem2.w", (c, c, 2, 2)), g.weight("stem2.b", (c,), 0.1)
+    y = g.op("Conv", [y, w2, b2], name="stem2/conv", kernel_shape=[2, 2])  # hw x hw again
+    w3, b3 = g.weight("swish.w", (c, c, 3, 3)), g.weight("swish.b", (c,), 0.1)
+    z = g.op("Conv", [y, w3, b3], name="swish/conv", pads=[1] * 4, kernel_shape=[3, 3])
+    z = g.op("Mul", [z, g.op("Sigmoid", [z], name="swish/sigmoid")], name="swish/mul")
+    g.op("Add", [z, y], name="residual")
+    g.nodes[-1].output[0] = "y"
+    return g.model(
+        "cuda_edges",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, hw, hw])],
+    )
+
+
+def make_subnormal_conv(cin=768, cout=384, hw=10, share=0.24) -> onnx.ModelProto:
+    g = GraphBuilder(7)
+    w = (g.rng.standard_normal((cout, cin, 1, 1)) / np.sqrt(cin)).astype(np.float32)
+    tiny = g.rng.random(w.shape) < share
+    w[tiny] = (g.rng.standard_normal(int(tiny.sum())) * 1e-39).astype(np.float32)  # subnormal in fp32
+    g.inits.append(numpy_helper.from_array(w, "conv.w"))
+    y = g.op("Conv", ["x", "conv.w", g.weight("conv.b", (cout,), 0.1)], name="conv", kernel_shape=[1, 1])
+    g.op("Relu", [y], name="relu")
+    g.nodes[-1].output[0] = "y"
+    return g.model(
+        "subnormal_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, hw, hw])],
+    )
+
+
 MODELS = {
     "cnn": make_cnn,
     "transformer": make_transformer,
     "mlp": make_mlp,
+    "bert_ids": make_bert_ids,
+    "cuda_edges": make_cuda_edges,
+    "subnormal_conv": make_subnormal_conv,
     "mobilenet_block": make_mobilenet_block,
     "resnext_blocks": make_resnext_blocks,
 }

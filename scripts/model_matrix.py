@@ -53,7 +53,9 @@ def run_one(name, path, shapes, consts, fusions, target, repeat):
             pkg = os.path.join(tmp, "m.ftpkg")
             t0 = time.perf_counter()
             try:
-                result, manifest = compile_model(path, pkg, target=target, fusion=fusion, shapes=shapes, consts=consts)
+                result, manifest = compile_model(
+                    path, pkg, target=target, fusion=fusion, shapes=shapes, consts=consts, db="none"
+                )
                 compile_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 run = run_package(pkg, verify=path, repeat=repeat, warmup=1)

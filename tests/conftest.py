@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -10,6 +11,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 os.environ.setdefault("TVM_NUM_THREADS", "2")
 # tests tune cold: the curated schedules/ library of this machine's target would change what they measure
 os.environ["FUSION_TUNER_SCHEDULES"] = os.path.join(os.path.dirname(__file__), "no-schedules-library")
+# tests never read or fill the user's tuning cache (~/.cache/fusion-tuner): each session has its own
+os.environ["FUSION_TUNER_CACHE"] = tempfile.mkdtemp(prefix="fusion-tuner-test-cache-")
 
 
 @pytest.fixture(scope="session")
@@ -114,3 +117,35 @@ def assert_matches_onnxruntime(executable, model: str, feed: dict, tol: float = 
     got = relax.VirtualMachine(executable, tvm.cpu())["main"](*[tvm.runtime.tensor(v) for v in feed.values()])
     got = (got[0] if not hasattr(got, "numpy") else got).numpy()
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.fixture(scope="session")
+def bert_ids(models_dir):
+    """A BERT-style encoder: input_ids (1000 rows), attention_mask, token_type_ids (2 rows), int64 1x16."""
+    return str(models_dir / "bert_ids.onnx")
+
+
+@pytest.fixture(scope="session")
+def bert_package(bert_ids, tmp_path_factory):
+    from tuner.commands.compile import compile_model
+
+    out = str(tmp_path_factory.mktemp("pkg") / "bert.ftpkg")
+    compile_model(bert_ids, out, target="llvm", fusion="tvm")
+    return out
+
+
+def assert_worded(cmp: dict) -> None:
+    """A comparison (core.stats.compare_stats) says the ratio it measured, as "N.NN× faster/slower" or "within
+    noise (N.NN×, ...)" only for a ratio within the noise band."""
+    import re
+
+    from tuner.core.stats import NOISE_BAND
+
+    said = float(re.search(r"(\d+\.\d\d)×", cmp["words"]).group(1))
+    ratio = cmp["ratio"]
+    assert said == round(ratio if cmp["within_noise"] or ratio >= 1 else 1 / ratio, 2), cmp
+    assert cmp["within_noise"] == cmp["words"].startswith("within noise"), cmp
+    if cmp["within_noise"]:
+        assert 1 / NOISE_BAND <= ratio <= NOISE_BAND, cmp
+    else:
+        assert ("faster" in cmp["words"]) == (ratio < 1), cmp

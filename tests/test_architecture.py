@@ -111,3 +111,12 @@ def test_modules_and_functions_stay_small():
                 if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not long_modules and not long_functions, long_modules + long_functions
+
+
+def test_onnx_runtime_sessions_come_from_one_factory():
+    """compare, run, tune-model and the benchmarks time ONNX Runtime with the same settings: every session is
+    made by tuner.report.reference.onnxruntime_session (the conformance runner sets its own, on purpose)."""
+    allowed = {TUNER / "report" / "reference.py", pathlib.Path(ROOT) / "scripts" / "conformance.py"}
+    paths = [*TUNER.rglob("*.py"), *(pathlib.Path(ROOT) / "scripts").glob("*.py")]
+    direct = [str(p.relative_to(ROOT)) for p in paths if p not in allowed and "InferenceSession(" in p.read_text()]
+    assert not direct, direct

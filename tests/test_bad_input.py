@@ -201,9 +201,9 @@ def test_package_for_other_target_device_or_tvm(cnn_package, tmp_path, monkeypat
     def foreign_cpu(m):
         m["target"]["config"]["mcpu"] = "__test_cpu__"
 
-    import tuner.runtime.loader as loader
+    import tuner.runtime.compat as compat
 
-    monkeypatch.setattr(loader, "required_cpu_features", lambda mcpu: ["__no_such_isa__"] * (mcpu == "__test_cpu__"))
+    monkeypatch.setattr(compat, "required_cpu_features", lambda mcpu: ["__no_such_isa__"] * (mcpu == "__test_cpu__"))
     from tuner.runtime import load
 
     with pytest.raises(TunerError, match="this CPU lacks them"):

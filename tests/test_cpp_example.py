@@ -32,6 +32,13 @@ def test_cpp_example_runs_a_package_and_matches_onnxruntime(cnn_package, cnn, tm
     got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
     want = ort.InferenceSession(cnn, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+    callers = subprocess.run(
+        [exe, str(tmp_path / "model.so"), str(tmp_path / "in.bin"), "1x3x32x32", str(tmp_path / "o4.bin"), "4"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert callers.returncode == 0 and "4 callers x 25 calls: 0 outputs differ" in callers.stdout, callers.stderr
     bad = subprocess.run(
         [exe, str(tmp_path / "model.so"), str(tmp_path / "in.bin"), "1x3x8x8", "o.bin"], capture_output=True, text=True
     )

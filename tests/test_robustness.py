@@ -143,10 +143,13 @@ def test_meaningless_models(tmp_path):
     assert_clean_error(run_cli("check", _save(tmp_path, m)), "opset 99 is newer")
     m.opset_import[0].version = 1
     assert_clean_error(run_cli("check", _save(tmp_path, m)), "opset 1 predates")
-    for dim in (2**40, 2**63 - 1, -1):
+    for dim in (2**40, 2**63 - 1):
         m = base_models()["cnn"]
         m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = dim
         assert_clean_error(run_cli("check", _save(tmp_path, m)), f"dimension {dim}")
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -1  # an exporter's "unknown": dynamic, bindable
+    r = run_cli("check", _save(tmp_path, m))
+    assert r.returncode == 1 and "needs --input-shape: x" in r.stdout, r.stdout + r.stderr
 
 
 # 7. check's verdict is compile's

@@ -10,6 +10,14 @@ def test_overlapping_samples_read_within_noise():
     assert cmp["within_noise"] and cmp["words"].startswith("within noise")
 
 
+def test_a_large_ratio_is_never_called_noise():
+    """One long tail made the ranges overlap: the ratio is still said, flagged as noisy."""
+    ours = [1.0, 1.0, 1.01, 1.02, 1.0, 0.99, 1.0, 9.0, 9.5, 1.0]
+    theirs = [2.4, 2.41, 2.39, 2.4, 2.42, 2.4, 2.38, 2.4, 2.4, 2.41]
+    cmp = compare_latency(ours, theirs)
+    assert not cmp["within_noise"] and cmp["words"] == "2.40× faster (noisy: p10-p90 ranges overlap)"
+
+
 def test_separated_samples_give_a_ratio_in_words():
     fast, slow = [1.0, 1.01, 0.99, 1.02], [2.0, 2.02, 1.98, 2.01]
     assert compare_latency(fast, slow)["words"] == "2.00× faster"

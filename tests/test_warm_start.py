@@ -93,3 +93,22 @@ def test_schedules_none_a_database_and_other_targets(tuned_mlp, tmp_path):
     os.makedirs(tmp_path / "lib" / "llvm-some-other-cpu-2c")
     with pytest.raises(TunerError, match=spec.key):
         resolve_schedules(str(tmp_path / "lib"), spec)
+
+
+def test_the_repository_library_is_found_and_a_same_isa_key_stands_in(monkeypatch):
+    """`auto` finds schedules/ beside the package (not inside it), and a CPU without a library of its own takes
+    the library of a CPU with the same vector features; one with fewer (AVX2 only) takes none."""
+    from tuner.core.target import required_cpu_features
+    from tuner.tuning.database.warm_start import LIBRARY
+
+    monkeypatch.delenv("FUSION_TUNER_SCHEDULES", raising=False)
+    assert os.path.isdir(os.path.join(LIBRARY, "llvm-rocketlake-2c")), LIBRARY
+    from tuner.core.target import host_cpu_flags
+
+    runs_avx512 = set(required_cpu_features("rocketlake")) <= set(host_cpu_flags())
+    found = resolve_schedules("auto", resolve_target("llvm:emeraldrapids"))
+    if runs_avx512:
+        assert found is not None and os.path.basename(found) in ("llvm-rocketlake-2c", "llvm-znver4-2c")
+    else:  # an AVX-512 library is no use to a host that cannot run its schedules
+        assert found is None
+    assert resolve_schedules("auto", resolve_target("llvm:znver3")) is None  # AVX2: no same-ISA library

@@ -21,6 +21,7 @@ from tuner.legalize.grouped_conv import GroupConvsByGroup
 from tuner.transform.algebra import GraphAlgebra
 from tuner.transform.channel_padding import PadConvChannels
 from tuner.transform.layout import ConvertConvLayout, resolve_layout
+from tuner.transform.safe_indexing import ClampIndices
 
 
 def lower(
@@ -59,6 +60,7 @@ def lower(
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
         passes += [FastMath()]
     passes += [
+        ClampIndices(),  # no index a user controls may read outside its table
         relax.transform.LegalizeOps(legalize_map(winograd)),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),

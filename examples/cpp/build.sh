@@ -7,7 +7,7 @@ out="${1:-$here/run_package}"
 py="${PYTHON:-python}"
 tvm_dir="$("$py" -c 'import os, tvm; print(os.path.dirname(tvm.__file__))')"
 ffi_dir="$("$py" -c 'import os, tvm_ffi; print(os.path.dirname(tvm_ffi.__file__))')"
-g++ -std=c++17 -O2 "$here/run_package.cc" -o "$out" \
+g++ -std=c++17 -O2 -pthread "$here/run_package.cc" -o "$out" \
   -I"$tvm_dir/include" -I"$ffi_dir/include" \
   -L"$tvm_dir/lib" -L"$ffi_dir/lib" -Wl,--no-as-needed -ltvm_runtime -ltvm_ffi -Wl,--as-needed \
   -Wl,-rpath,"$tvm_dir/lib" -Wl,-rpath,"$ffi_dir/lib"

@@ -1,11 +1,16 @@
 // Run a fusion-tuner package from C++ with the TVM runtime shipped in the apache-tvm wheel; no Python.
 //
 //   unzip model.ftpkg model.so                      (a .ftpkg is a zip: manifest.json, model.so, ...)
-//   ./run_package model.so input.bin 1x3x224x224 output.bin
+//   ./run_package model.so input.bin 1x3x224x224 output.bin [CALLERS]
 //
 // Reads one float32 input (raw little-endian, the shape given as AxBxC), runs the Relax VM's `main` on the CPU
 // and writes the first output as raw float32. build.sh compiles it; tests/test_cpp_example.py checks it against
 // ONNX Runtime.
+//
+// Threads: a VM is one caller's at a time (its memory pool is not thread-safe: concurrent calls crashed in
+// StorageObj::AllocTensor). Share one VM behind a mutex, as here with CALLERS > 1 (each call already runs on
+// every core of TVM's pool), or give each thread a VM of its own. With CALLERS, that many threads call the VM
+// 25 times each and every output must equal the first.
 #include <dlpack/dlpack.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/module.h>
@@ -13,6 +18,8 @@
 #include <tvm/ffi/function.h>
 
 #include <cstdint>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -49,10 +56,11 @@ std::vector<char> ReadFile(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: " << argv[0] << " model.so input.bin SHAPE(1x3x224x224) output.bin\n";
+  if (argc != 5 && argc != 6) {
+    std::cerr << "usage: " << argv[0] << " model.so input.bin SHAPE(1x3x224x224) output.bin [CALLERS]\n";
     return 2;
   }
+  int callers = argc == 6 ? std::atoi(argv[5]) : 1;
   try {
     constexpr int kPooledAllocator = 2;  // tvm.runtime.vm.VirtualMachine.POOLED_ALLOCATOR
     tvm::ffi::Module lib = tvm::ffi::Module::LoadFromFile(argv[1]);
@@ -84,6 +92,28 @@ int main(int argc, char** argv) {
     std::ofstream(argv[4], std::ios::binary).write(static_cast<const char*>(output.data_ptr()),
                                                    static_cast<std::streamsize>(n));
     std::cout << "wrote " << argv[4] << " (" << n / 4 << " float32)\n";
+    if (callers > 1) {
+      std::vector<float> first(static_cast<const float*>(output.data_ptr()),
+                               static_cast<const float*>(output.data_ptr()) + n / 4);
+      std::mutex vm_lock;  // one call at a time on the shared VM
+      int differing = 0;
+      std::vector<std::thread> threads;
+      for (int t = 0; t < callers; ++t) {
+        threads.emplace_back([&] {
+          for (int i = 0; i < 25; ++i) {
+            std::lock_guard<std::mutex> hold(vm_lock);
+            tvm::ffi::Any r = run(input);
+            tvm::ffi::Tensor o = r.as<tvm::ffi::Tensor>().has_value()
+                                     ? r.cast<tvm::ffi::Tensor>()
+                                     : r.cast<tvm::ffi::Array<tvm::ffi::Any>>()[0].cast<tvm::ffi::Tensor>();
+            if (std::memcmp(o.data_ptr(), first.data(), n) != 0) ++differing;
+          }
+        });
+      }
+      for (std::thread& th : threads) th.join();
+      std::cout << callers << " callers x 25 calls: " << differing << " outputs differ\n";
+      if (differing) return 1;
+    }
   } catch (const std::exception& err) {
     std::cerr << "error: " << err.what() << "\n";
     return 1;

@@ -48,15 +48,17 @@ def thread_unbound_kernels(mod) -> list[str]:
     ]
 
 
-def schedule_for_gpu(mod, target_spec: TargetSpec):
-    """dlight's default rules for every kernel without a tuned schedule, then insist each is thread-bound."""
-    from tvm.s_tir import dlight as dl
+GPU_RULES_ATTR = "fusion_tuner.gpu_rules"  # module attribute: {kernel: rule} and {kernel: why it fell back}
 
-    target = target_spec.tvm_target()
-    with target:  # dlight assigns into the module it is given: clone, or the caller's unscheduled module changes
-        mod = dl.ApplyDefaultSchedule(
-            dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
-        )(mod.clone())
+
+def schedule_for_gpu(mod, target_spec: TargetSpec):
+    """dlight's default rules for every kernel without a tuned schedule, kernel by kernel (gpu_rules.py: a rule
+    that fails on one kernel hands it to the next, then to a generic thread binding), then insist each is
+    thread-bound. Which rule took each kernel, and why any fell back, ride on the module (GPU_RULES_ATTR)."""
+    from tuner.build.gpu_rules import schedule_kernels
+
+    mod, used, fell_back = schedule_kernels(mod, target_spec.tvm_target())
+    mod = mod.with_attr(GPU_RULES_ATTR, {"rules": used, "fell_back": fell_back})
     unbound = thread_unbound_kernels(mod)
     if unbound:
         raise TunerError(
@@ -191,6 +193,21 @@ def build_lowered(
     )
 
 
+def gpu_rules(mod) -> dict | None:
+    """{"kernels": {rule: count}, "fell_back": {kernel: why}} of a CUDA build (None for a CPU one)."""
+    attrs = mod.attrs or {}
+    if GPU_RULES_ATTR not in attrs:
+        return None
+    report = attrs[GPU_RULES_ATTR]
+    counts: dict[str, int] = {}
+    for rule in report["rules"].values():
+        counts[str(rule)] = counts.get(str(rule), 0) + 1
+    return {
+        "kernels": dict(sorted(counts.items())),
+        "fell_back": {str(k): str(v) for k, v in report["fell_back"].items()},
+    }
+
+
 def cuda_graph_calls(executable) -> int:
     """How many CUDA graph capture/replay calls the VM executable makes (0: kernels launch one by one)."""
     return sum("vm.builtin.cuda_graph.run_or_capture" in line for line in executable.as_text().splitlines())
@@ -251,7 +268,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
     p = result.prepared
     return {
         "model": {"file": os.path.basename(p.path), "sha256": p.sha256, "name": p.name},
-        "inputs": [{"name": i.name, "shape": list(p.shapes[i.name]), "dtype": i.dtype} for i in p.inputs],
+        "inputs": p.input_specs(),
         "outputs": output_specs(result),
         "consts": p.consts,
         "preparation": p.notes,
@@ -269,6 +286,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "tuning_db": result.db_info,
         "cuda_graph_regions": cuda_graph_calls(result.executable) if result.target.is_gpu else None,
         "default_scheduled": result.default_scheduled,
+        "gpu_rules": gpu_rules(result.fused_mod) if result.target.is_gpu else None,
         "build_seconds": round(build_seconds, 3),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -19,11 +19,28 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with short errors: the one wrong option, the option it most looks like, and where help is (not
+    the whole usage block)."""
+
+    def error(self, message):
+        import difflib
+
+        words = message.split(": ", 1)[1].split() if message.startswith("unrecognized arguments") else []
+        unknown = [w for w in words if w.startswith("-")]
+        known = [s for a in self._actions for s in a.option_strings]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0].split("=")[0], known, n=1, cutoff=0.6)
+            message = f"unknown option {unknown[0]}" + (f"; did you mean {close[0]}?" if close else "")
+        elif words:
+            message = f"unexpected argument {words[0]!r}"
+        sys.stderr.write(f"{self.prog}: error: {message}\n  hint: {self.prog} --help lists every option\n")
+        sys.exit(2)
+
+
 def parser(command: str, **kwargs) -> argparse.ArgumentParser:
     """The parser of one subcommand: `fusion-tuner COMMAND`, its description from help.COMMANDS, defaults shown."""
-    return argparse.ArgumentParser(
-        prog=f"{H.PROG} {command}", description=H.COMMANDS[command], formatter_class=HelpFormatter, **kwargs
-    )
+    return Parser(prog=f"{H.PROG} {command}", description=H.COMMANDS[command], formatter_class=HelpFormatter, **kwargs)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

@@ -50,6 +50,11 @@ def main(argv: list[str]) -> int:
             f"tuning db {db['path']}: {db['applied']} of {db['kernels']} kernels tuned"
             + (f"; default schedules for: {', '.join(db['untuned'][:8])}" if db["untuned"] else "")
         )
+    rules = manifest.get("gpu_rules") or {}
+    if rules:
+        con.print("GPU schedules (dlight rule: kernels): " + ", ".join(f"{r} {n}" for r, n in rules["kernels"].items()))
+        for kernel, why in rules["fell_back"].items():
+            con.print(f"[yellow]{kernel}[/] scheduled by a later rule: {why}")
     con.print(
         f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
         f"{manifest['precision']}, "

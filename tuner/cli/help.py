@@ -48,7 +48,14 @@ SCHEDULES = (
     "warm start: 'auto' (default) copies the best records and cost model of the curated schedules/<target-key>/ "
     "library for the kernels it knows; 'none' starts cold; or a tuning database folder to start from"
 )
-DB = "tuning database folder to apply (records for another target are refused)"
+DB = (
+    "tuning database folder to apply (records for another target are refused); default: the model's database in "
+    "the per-user cache when tune-model has filled one; 'none' builds untuned"
+)
+TUNE_DB = (
+    "tuning database folder (default: the per-user cache, $FUSION_TUNER_CACHE or ~/.cache/fusion-tuner, "
+    "db/<model>-<sha8>/<target-key>/, which compile and compare find too)"
+)
 OUTPUT_PKG = "package file to write (.ftpkg); written to a temp file and renamed"
 JSON = "print a JSON document instead of tables"
 DEBUG = "show full tracebacks on errors"

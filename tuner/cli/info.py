@@ -42,6 +42,7 @@ def describe(path: str, m: dict, members: dict) -> dict:
         "kernels": m["kernels"],
         "tuned_kernels": db.get("applied", 0),
         "default_scheduled": len(m.get("default_scheduled") or []),
+        "other_kernels": max(0, m["kernels"] - db.get("applied", 0) - len(m.get("default_scheduled") or [])),
         "tuning_db": db.get("db") or db.get("path"),
         "tvm_version": m["tvm_version"],
         "built_at": m.get("built_at"),
@@ -66,6 +67,13 @@ def render(doc: dict) -> None:
         f"  {doc['kernels']} distinct kernels: {doc['tuned_kernels']} tuned"
         + (f" (database {doc['tuning_db']})" if doc["tuning_db"] else "")
         + f", {doc['default_scheduled']} on default schedules"
+        + (
+            f", {doc['other_kernels']} on dlight's GPU rules"
+            if doc["other_kernels"] and doc["target"].startswith("cuda")
+            else f", {doc['other_kernels']} as TVM lowers them (copies, reshapes and kernels too small to schedule)"
+            if doc["other_kernels"]
+            else ""
+        )
     )
     for side in ("inputs", "outputs"):
         con.print(f"  {side}: " + ", ".join(f"{t['name']} {t['dtype']}[{format_shape(t['shape'])}]" for t in doc[side]))

@@ -52,6 +52,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{H.PROG}: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     debug = "--debug" in rest
+    verbose = debug or any(a in ("-v", "--verbose") for a in rest)
+    if verbose:  # everything live, C++ warnings included
+        return _run(name, rest, debug)
+    from tuner.core.native_log import native_stderr_to_file
+
+    with native_stderr_to_file() as log:
+        code = _run(name, rest, debug)
+        if code == 4:  # an internal error: what TVM said may explain it
+            log["keep"] = True
+            print(f"  native log (TVM, ONNX Runtime): {log['path']}", file=sys.stderr)
+    return code
+
+
+def _run(name: str, rest: list[str], debug: bool) -> int:
+    """The subcommand, its errors said in one line each (exit codes: 2 bad input, 4 internal error)."""
     from tuner.core.errors import TunerError
 
     try:

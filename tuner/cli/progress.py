@@ -39,6 +39,7 @@ class PlainProgress(Progress):
 
     def _line(self, text: str) -> None:
         self.console.print(f"[{time.perf_counter() - self.start:7.1f}s] {text}", markup=False, highlight=False)
+        self.console.file.flush()  # piped to a file or a CI log: each line when it happens, not at exit
 
     def stage(self, name: str, detail: str = "") -> None:
         self._line(f"{name}: {detail}" if detail else name)

@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a first batch longer than the whole budget still finishes",
     )
     p.add_argument("--early-stopping", type=int, help="stop after this many rounds without improvement")
-    p.add_argument("--db", help="tuning database folder (default logs/<model>-<sha8>/<target-key>/)")
+    p.add_argument("--db", help=H.TUNE_DB)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -149,6 +149,8 @@ def render(summary) -> None:
         f"trials this run: {summary['trials']} (database holds {summary['trials_in_db']}), "
         f"{summary['tune_seconds']} s, stopped: {summary['stopped']}; database: {summary['db']}"
     )
+    if summary.get("schedules_note"):
+        con.print(f"[cyan]schedules:[/] {summary['schedules_note']}")
     warm = summary.get("warm_start") or {}
     if warm.get("workloads"):
         con.print(
@@ -184,13 +186,21 @@ def render(summary) -> None:
             f"latency: untuned {lat['untuned']:.3f} ms → tuned {lat['tuned']:.3f} ms "
             f"(tuned is {summary['vs_untuned']['words']})"
         )
-    if lat and lat.get("onnxruntime"):
-        cmp = summary["vs_onnxruntime_verdict"]
-        color = "yellow" if cmp["within_noise"] else ("green" if cmp["ratio"] < 1 else "red")
-        con.print(
-            f"tuned {lat['tuned']:.3f} ms · ONNX Runtime {lat['onnxruntime']:.3f} ms (same threads, same loop): "
-            f"[{color}]{cmp['words']}[/]"
-        )
+    peers = (
+        ("onnxruntime", "ONNX Runtime as shipped"),
+        ("onnxruntime_no_spin", "ONNX Runtime without spin-waiting"),
+        ("openvino", "OpenVINO f32"),
+    )
+    for key, label in peers:
+        if lat and lat.get(key):
+            cmp = summary[f"vs_{key}_verdict"]
+            color = "yellow" if cmp["within_noise"] else ("green" if cmp["ratio"] < 1 else "red")
+            con.print(f"tuned {lat['tuned']:.3f} ms · {label} {lat[key]:.3f} ms: tuned is [{color}]{cmp['words']}[/]")
+    timing = summary.get("timing") or {}
+    if lat and timing:
+        con.print(f"  (same process and threads; {timing['method']}; OpenVINO: {timing['openvino']})")
+        if timing.get("warning"):
+            con.print(f"[yellow]warning:[/] {timing['warning']}")
     if summary.get("note"):
         con.print(f"[cyan]note:[/] {summary['note']}")
     v = summary.get("verify")

@@ -100,6 +100,7 @@ def compare(
     from tuner.report.documents import write_report
 
     strategies = parse_strategies(fusion)
+    db = None if db and db.lower() == "none" else db
     spec = resolve_target(target)
     runs_here = not spec.is_gpu or bool(detect_gpu_arch())
     _check_options(spec, db, trials, repeat, ort, runs_here)
@@ -109,6 +110,12 @@ def compare(
     t_start = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
     prepare_output_dir(output_dir, force)
+    if not db and not trials:
+        from tuner.tuning.database.store import cached_db_dir
+
+        cached = cached_db_dir(prepared, spec)
+        if cached:
+            log(f"untuned variants; the cache holds this model's tuning database: --db {cached} compares tuned builds")
     log(
         f"compare {prepared.name} on {spec.key}: {', '.join(strategies)}"
         + (f", tuned with {trials} trials each" if trials else f", tuned from {db}" if db else ", untuned")
@@ -241,9 +248,7 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
     precision = get_precision(prepared.precision)
 
     dev = tvm.cuda(0) if spec.is_gpu else tvm.cpu(0)
-    feed = make_inputs(
-        [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
-    )
+    feed = make_inputs(prepared.input_specs())
     reference = run_onnxruntime(prepared.model, feed)
     runnables = []
     for v in variants:
@@ -270,17 +275,13 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
 
 
 def _ort_runner(prepared, feed):
-    import onnxruntime as ort
+    from tuner.report.reference import onnxruntime_session
 
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
     # ORT's worker threads spin after each run; interleaved with TVM's thread pool on a small machine they took
     # the cores from TVM's parallel kernels (the synthetic transformer timed 25.9 ms tuned for 78 µs of kernels)
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     threads = os.environ.get("TVM_NUM_THREADS")
-    if threads and threads.isdigit():
-        opts.intra_op_num_threads = int(threads)  # the same thread count as TVM
-    sess = ort.InferenceSession(prepared.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    threads = int(threads) if threads and threads.isdigit() else None  # the same thread count as TVM
+    sess = onnxruntime_session(prepared.model, threads, spinning=False)
     names = [i.name for i in sess.get_inputs()]
     ort_feed = {n: feed[n] for n in names}
     return lambda: sess.run(None, ort_feed)

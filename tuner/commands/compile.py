@@ -31,9 +31,19 @@ def compile_model(
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
-    result = build_prepared(prepared, target_spec, strategy, db, cuda_graph, layout)
+    result = build_prepared(prepared, target_spec, strategy, resolve_db(db, prepared, target_spec), cuda_graph, layout)
     manifest = write_build(result, output, time.perf_counter() - t0)
     return result, manifest
+
+
+def resolve_db(db: str | None, prepared, target_spec) -> str | None:
+    """--db: a folder as given; 'none' for no database; by default the cache's database of this model and target
+    when tune-model has filled one."""
+    if db is not None:
+        return None if db.lower() == "none" else db
+    from tuner.tuning.database.store import cached_db_dir
+
+    return cached_db_dir(prepared, target_spec)
 
 
 def compile_summary(output: str, result: BuildResult, manifest: dict) -> dict:
@@ -48,4 +58,5 @@ def compile_summary(output: str, result: BuildResult, manifest: dict) -> dict:
         "timings": result.timings,
         "preparation": manifest["preparation"],
         "tuning_db": manifest["tuning_db"],
+        "gpu_rules": manifest.get("gpu_rules"),
     }

@@ -83,8 +83,6 @@ def tune_model(
     from tuner.runtime.package import check_writable
     from tuner.transform.layout import resolve_layout
     from tuner.tuning import Knobs, tune
-    from tuner.tuning.database.store import check_target, default_db_dir, read_manifest
-    from tuner.tuning.database.warm_start import resolve_schedules
     from tuner.tuning.progress import Progress
 
     knobs = knobs or Knobs()
@@ -101,16 +99,14 @@ def tune_model(
     t0 = time.perf_counter()
     progress.stage("import", model)
     prepared = prepare_model(model, shapes, consts, precision=precision)
-    db_dir = db or default_db_dir(prepared, spec)
-    if os.path.isdir(db_dir):
-        check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
-    warm_from = resolve_schedules(schedules, spec)
+    db_dir, warm_from, library_note = _databases(db, schedules, prepared, spec, progress)
     lowered = lower_prepared(prepared, spec, strategy, layout=layout)
     if shown and verify and measure_here and not spec.is_gpu and not prepared.consts:
         _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
     summary = _summary(model, spec, strategy, prepared, db_dir, result)
+    summary["schedules_note"] = library_note
     if result.stopped == "interrupted":
         return summary
     progress.stage("build", f"{output}, tuned records from {db_dir}")
@@ -134,6 +130,22 @@ def tune_model(
     untuned = untuned or build_lowered(lowered)
     summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
     return summary
+
+
+def _databases(db, schedules, prepared, spec, progress):
+    """(database folder, warm-start source, what to say about the curated library): --db or the model's folder
+    in the per-user cache, refused when it is another target's; the schedules/ library for this CPU."""
+    from tuner.tuning.database.store import check_target, default_db_dir, read_manifest
+    from tuner.tuning.database.warm_start import resolve_schedules
+
+    db_dir = db or default_db_dir(prepared, spec)
+    if os.path.isdir(db_dir):
+        check_target(db_dir, read_manifest(db_dir), spec)  # refuse another target's folder before any work
+    warm_from = resolve_schedules(schedules, spec)
+    library_note = _library_note(schedules, warm_from, spec)
+    if library_note:
+        progress.stage("schedules", library_note)
+    return db_dir, warm_from, library_note
 
 
 def _records_checked_in_model(lowered, db_dir, tuned, progress):
@@ -169,9 +181,38 @@ def _reference_stage(progress, model: str, prepared, spec) -> None:
     progress.stage("reference", f"ONNX Runtime {ms:.3f} ms (the line to beat)")
 
 
+def _peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
+    """ONNX Runtime as shipped (the headline), without spin-waiting, and OpenVINO f32 when it is installed."""
+    from tuner.report.reference import onnxruntime_session, openvino_runner
+
+    runners = {}
+    for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
+        sess = onnxruntime_session(onnx_path, threads, spinning)
+        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+        runners[name] = lambda s=sess, f=ort_feed: s.run(None, f)
+    ov = openvino_runner(onnx_path, feed, threads)
+    if ov is not None:
+        runners["openvino"] = ov
+    return runners
+
+
+def _library_note(schedules, warm_from: str | None, spec) -> str | None:
+    """What the user should know about the curated library: none for this CPU, or another CPU's of the same ISA."""
+    if schedules != "auto" or spec.is_gpu:
+        return None
+    if warm_from is None:
+        return f"no curated schedules/ library for {spec.key}: tuning starts cold"
+    if os.path.basename(os.path.normpath(warm_from)) != spec.key:
+        return (
+            f"no curated schedules/ library for {spec.key}; starting from {os.path.basename(warm_from)}'s "
+            "(same vector ISA)"
+        )
+    return None
+
+
 def _input_specs(prepared) -> list[dict]:
     """The model's inputs as `runtime.inputs.make_inputs` takes them."""
-    return [{"name": i.name, "shape": list(prepared.shapes[i.name]), "dtype": i.dtype} for i in prepared.inputs]
+    return prepared.input_specs()
 
 
 def _check_measurement(spec, knobs) -> bool:
@@ -214,39 +255,36 @@ def _summary(model, spec, strategy, prepared, db_dir, result) -> dict:
 
 
 def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None) -> dict:
-    """Untuned (in memory) vs tuned (the written package, loaded as a user would), interleaved in this process;
-    then the tuned outputs against ONNX Runtime."""
+    """Untuned (in memory) and tuned (the written package, loaded as a user would) against the peers a user
+    would pick instead, each called as users call it, in alternating blocks in this process
+    (report.timing.alternating_blocks); then the tuned outputs against ONNX Runtime."""
     import numpy as np
 
-    from tuner.core.stats import compare_latency, rotated
+    from tuner.core.stats import compare_latency
+    from tuner.report.timing import alternating_blocks, busy_machine
     from tuner.runtime import Model, load
 
     m_tuned = load(package)
     m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
     feed = m_tuned.random_inputs()
-    runs = {
-        "untuned": lambda: m_untuned.benchmark(**feed, repeat=2, warmup=1),
-        "tuned": lambda: m_tuned.benchmark(**feed, repeat=2, warmup=1),
-    }
-    ort_run = None
+    runners = {"untuned": lambda: m_untuned(**feed), "tuned": lambda: m_tuned(**feed)}
     if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
-        from tuner.report.reference import onnxruntime_timer
-
-        # the bar users compare against, timed in the same loop with the package's thread count
-        ort_run = onnxruntime_timer(onnx_path, feed, manifest.get("num_threads"))
-        ort_run()
-        runs["onnxruntime"] = lambda: [min(ort_run(), ort_run())]
-    lat = {k: [] for k in runs}
-    names = list(runs)
-    for i in range(6):
-        for k in rotated(names, i):
-            lat[k] += runs[k]()
+        runners.update(_peer_runners(onnx_path, feed, manifest.get("num_threads")))
+    lat = alternating_blocks(runners)
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
     out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
-    if ort_run:
-        out["vs_onnxruntime"] = out["latency_ms"]["tuned"] / out["latency_ms"]["onnxruntime"]
-        out["vs_onnxruntime_verdict"] = compare_latency(lat["tuned"], lat["onnxruntime"])
+    for peer, key in (("onnxruntime", "vs_onnxruntime"), ("onnxruntime_no_spin", "vs_onnxruntime_no_spin"),
+                      ("openvino", "vs_openvino")):  # fmt: skip
+        if peer in lat:
+            out[key] = out["latency_ms"]["tuned"] / out["latency_ms"][peer]
+            out[key + "_verdict"] = compare_latency(lat["tuned"], lat[peer])
+    out["timing"] = {
+        "method": "alternating blocks of back-to-back calls, the first of each block dropped",
+        "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
+        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in lat else "not installed",
+        "warning": busy_machine(),
+    }
     if onnx_path:
         from tuner.commands.run import verify_against_onnx
 

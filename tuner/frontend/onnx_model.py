@@ -19,6 +19,7 @@ from onnx import numpy_helper
 from tuner.core.errors import TunerError
 from tuner.core.native_log import quiet_native_output
 from tuner.frontend.checks import check_meaningful, check_opset, default_opset, iter_nodes, node_label, run_checker  # noqa: F401  (re-exports)
+from tuner.frontend.index_ranges import index_ranges
 from tuner.frontend.shape_inputs import needs_shape_folding
 
 
@@ -74,8 +75,21 @@ def load_onnx(path: str) -> onnx.ModelProto:
         raise TunerError(f"{path}: parsed as ONNX but holds no graph", "the file is probably not an ONNX model")
     check_opset(model, path)
     run_checker(model, path)
+    unknown_dims_as_dynamic(model)
     check_meaningful(model, path)
     return model
+
+
+def unknown_dims_as_dynamic(model: onnx.ModelProto) -> None:
+    """Exporters write an unknown input dimension as -1 (paddle2onnx), "?" or an empty name: each is dynamic here,
+    named after its input and axis, so --input-shape binds it like any dim_param. (0 stays a real, empty
+    dimension: ONNX Runtime holds inputs to it.)"""
+    for vi in model.graph.input:
+        if not vi.type.HasField("tensor_type"):
+            continue
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if (d.HasField("dim_value") and d.dim_value < 0) or (d.HasField("dim_param") and d.dim_param in ("", "?")):
+                d.dim_param = f"{vi.name}_dim{axis}"  # clears dim_value: the two share a oneof
 
 
 def _dtype_of(elem_type: int) -> str:
@@ -127,10 +141,23 @@ class PreparedModel:
     notes: list[str] = field(default_factory=list)  # what preparation changed, for `check`
     folded: dict[str, int] = field(default_factory=dict)  # op -> nodes removed by folding
     precision: str = "float32"  # compute precision the import applies (tuner.transform.precision)
+    index_ranges: dict = field(default_factory=dict)  # input -> IndexRange (frontend/index_ranges.py)
+    subnormal_weights: dict = field(default_factory=dict)  # tensor -> values flushed to zero
 
     @property
     def name(self) -> str:
         return os.path.splitext(os.path.basename(self.path))[0]
+
+    def input_specs(self) -> list[dict]:
+        """The inputs as the package's manifest describes them: name, bound shape, dtype, and for an input that
+        indexes a tensor its valid range (checked at every call)."""
+        specs = []
+        for i in self.inputs:
+            spec = {"name": i.name, "shape": list(self.shapes[i.name]), "dtype": i.dtype}
+            if i.name in self.index_ranges:
+                spec.update(self.index_ranges[i.name].to_json())
+            specs.append(spec)
+        return specs
 
 
 def _freeze_consts(model: onnx.ModelProto, consts: dict, path: str) -> list[str]:
@@ -261,11 +288,37 @@ def constants_as_tensors(model: onnx.ModelProto) -> int:
     return count
 
 
+def _rewrite(model: onnx.ModelProto, notes: list[str], flush_subnormals: bool) -> dict[str, int]:
+    """The ONNX-level rewrites (frontend/onnx_rewrites.py), each said in `notes`; returns the subnormal weights
+    flushed per tensor."""
+    from tuner.frontend.onnx_rewrites import conv_transposes_as_convs, flush_subnormal_weights, fold_batch_norms
+
+    subnormal = flush_subnormal_weights(model) if flush_subnormals else {}
+    if subnormal:
+        top = sorted(subnormal.items(), key=lambda kv: -kv[1])
+        names = ", ".join(f"{k} ({v:,})" for k, v in top[:3]) + (f" (+{len(top) - 3} more)" if len(top) > 3 else "")
+        notes.append(f"{sum(subnormal.values()):,} subnormal weights set to zero in {len(top)} tensors: {names}")
+    bn_folds = fold_batch_norms(model)
+    if bn_folds:
+        more = f" (+{len(bn_folds) - 4} more)" if len(bn_folds) > 4 else ""
+        notes.append(f"{len(bn_folds)} BatchNormalization folded into their Conv: {', '.join(bn_folds[:4])}{more}")
+    upsamplings = conv_transposes_as_convs(model)
+    if upsamplings:
+        notes.append(f"{len(upsamplings)} ConvTranspose (kernel = stride) as 1x1 Conv + DepthToSpace")
+    return subnormal
+
+
 def prepare_model(
-    source, shapes: dict | None = None, consts: dict | None = None, simplify: str = "auto", precision: str | None = None
+    source,
+    shapes: dict | None = None,
+    consts: dict | None = None,
+    simplify: str = "auto",
+    precision: str | None = None,
+    flush_subnormals: bool = True,
 ) -> PreparedModel:
     """Load, validate, freeze constants, bind shapes and fold shape subgraphs (simplify: auto|always|never).
-    `precision` (--dtype) is validated here and applied at import.
+    `precision` (--dtype) is validated here and applied at import. Subnormal weights are set to zero unless
+    `flush_subnormals=False` (onnx_rewrites.flush_subnormal_weights; ablations only).
 
     `source` is a file path, or an in-memory ModelProto (named `<memory:graph name>` in messages).
     """
@@ -278,6 +331,7 @@ def prepare_model(
         model.CopyFrom(source)
         check_opset(model, path)
         run_checker(model, path)
+        unknown_dims_as_dynamic(model)
         check_meaningful(model, path)
         digest = hashlib.sha256(source.SerializeToString()).hexdigest()
     else:
@@ -308,15 +362,7 @@ def prepare_model(
             f"{sum(after.values())} nodes"
             + (f"; removed {', '.join(f'{v} {k}' for k, v in sorted(folded.items()))}" if folded else "")
         )
-    from tuner.frontend.onnx_rewrites import conv_transposes_as_convs, fold_batch_norms
-
-    bn_folds = fold_batch_norms(model)
-    if bn_folds:
-        more = f" (+{len(bn_folds) - 4} more)" if len(bn_folds) > 4 else ""
-        notes.append(f"{len(bn_folds)} BatchNormalization folded into their Conv: {', '.join(bn_folds[:4])}{more}")
-    upsamplings = conv_transposes_as_convs(model)
-    if upsamplings:
-        notes.append(f"{len(upsamplings)} ConvTranspose (kernel = stride) as 1x1 Conv + DepthToSpace")
+    subnormal = _rewrite(model, notes, flush_subnormals)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as err:  # informative only; TVM infers its own shapes
@@ -332,4 +378,6 @@ def prepare_model(
         notes=notes,
         folded=folded,
         precision=precision,
+        index_ranges=index_ranges(model),
+        subnormal_weights=subnormal,
     )

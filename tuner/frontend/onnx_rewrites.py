@@ -1,5 +1,5 @@
-"""Rewrites on the ONNX graph before import: batch norms folded into the convs they follow, and ConvTranspose
-as a conv where it is one."""
+"""Rewrites on the ONNX graph before import: batch norms folded into the convs they follow, ConvTranspose as a
+conv where it is one, subnormal weights flushed to zero."""
 
 from __future__ import annotations
 
@@ -187,3 +187,39 @@ def _fresh(taken: dict, name: str) -> str:
         k += 1
         out = f"{name}{k}"
     return out
+
+
+def flush_subnormal_weights(model) -> dict[str, int]:
+    """Set subnormal float weights (initializers and Constant tensors) to zero, in place: {tensor: values}.
+
+    On x86 every multiply with a subnormal operand takes a microcode assist, ~100x a normal one, and trained
+    checkpoints carry such weights (weight decay, pruning): a real text detector's 768->384 1x1 conv held 24%
+    subnormal weights and took 64% of its time. A subnormal is below 1.2e-38 in fp32 (6.1e-5 in fp16): its
+    product with any activation is lost next to the other terms of a dot product, so outputs stay within
+    verification tolerances."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    flushed = {}
+    for tensor in _weight_tensors(model.graph):
+        if tensor.data_type not in (1, 10, 11):  # float, float16, double
+            continue
+        array = numpy_helper.to_array(tensor)
+        tiny = (array != 0) & (np.abs(array) < np.finfo(array.dtype).tiny)
+        count = int(tiny.sum())
+        if count:
+            fixed = np.where(tiny, np.zeros((), array.dtype), array)
+            tensor.CopyFrom(numpy_helper.from_array(fixed, tensor.name))
+            flushed[tensor.name] = count
+    return flushed
+
+
+def _weight_tensors(graph):
+    """Every initializer and Constant value of the graph and its subgraphs (If/Loop bodies)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Constant" and attr.name == "value":
+                yield attr.t
+            for sub in ([attr.g] if attr.type == attr.GRAPH else []) + list(attr.graphs):
+                yield from _weight_tensors(sub)

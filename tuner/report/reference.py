@@ -18,23 +18,56 @@ RTOL = 1e-3
 ATOL = 1e-4
 
 
+def onnxruntime_session(model, threads: int | None = None, spinning: bool = True, profile_prefix: str | None = None):
+    """The one way the product opens ONNX Runtime (reference outputs, timing, profiles, benchmarks): a model path
+    or ModelProto; the CPU provider with all graph optimisations, `threads` intra-op threads (the package's),
+    spin-waiting as shipped unless `spinning=False`, and its logger quiet (warnings only with our -v, which shows
+    native output)."""
+    import onnxruntime as ort
+
+    opts = timing_options(threads, spinning)
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    src = model if isinstance(model, (str, bytes)) else model.SerializeToString()
+    return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+
+
+def openvino_runner(model, feed: dict, threads: int | None = None, precision: str | None = "f32"):
+    """A callable that runs the model once in OpenVINO's CPU plugin, or None when OpenVINO is not installed (an
+    optional peer: `pip install openvino`; never a dependency). `precision` "f32" is the bar at our precision;
+    None keeps OpenVINO's default (bf16 on CPUs with AMX or AVX-512 BF16), as a user who sets nothing gets it."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    core = ov.Core()
+    config = {"PERFORMANCE_HINT": "LATENCY"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    if precision:
+        config["INFERENCE_PRECISION_HINT"] = precision
+    if isinstance(model, str):
+        network = core.read_model(model)
+    else:  # bytes or a ModelProto: weights are inside the ONNX bytes
+        network = core.read_model(model if isinstance(model, bytes) else model.SerializeToString(), b"")
+    compiled = core.compile_model(network, "CPU", config)
+    request = compiled.create_infer_request()
+    names = [p.get_any_name() for p in compiled.inputs]
+    inputs = {n: feed[n] for n in names}
+    return lambda: request.infer(inputs)
+
+
 def run_onnxruntime(
     model_path_or_proto, inputs: dict[str, np.ndarray], threads: int | None = None
 ) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
     # TVM may have pinned this thread to one core; ORT's threads would inherit that.
     try:
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
     except (AttributeError, OSError):
         pass
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-    opts.log_severity_level = 3
-    src = model_path_or_proto if isinstance(model_path_or_proto, str) else model_path_or_proto.SerializeToString()
     try:
-        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+        sess = onnxruntime_session(model_path_or_proto, threads)
     except Exception as err:
         raise TunerError(f"ONNX Runtime cannot load the reference model: {str(err).strip().splitlines()[0]}") from err
     names = [i.name for i in sess.get_inputs()]
@@ -42,7 +75,13 @@ def run_onnxruntime(
     missing = [n for n in names if n not in inputs]
     if missing:
         raise TunerError(f"reference run: no value for ONNX input(s) {', '.join(missing)}")
-    outs = sess.run(None, feed)
+    try:
+        outs = sess.run(None, feed)
+    except Exception as err:  # ONNX Runtime's own refusal (a shape it holds fixed, an index out of range)
+        raise TunerError(
+            f"ONNX Runtime refused the reference run: {str(err).strip().splitlines()[0][:300]}",
+            "check the inputs against the model (fusion-tuner check), or skip the reference with --no-verify",
+        ) from err
     return {o.name: v for o, v in zip(sess.get_outputs(), outs)}
 
 
@@ -115,9 +154,7 @@ def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: i
     settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
     import time
 
-    import onnxruntime as ort
-
-    sess = ort.InferenceSession(model_path, timing_options(threads), providers=["CPUExecutionProvider"])
+    sess = onnxruntime_session(model_path, threads, spinning=False)
     feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
 
     def run() -> float:
@@ -137,13 +174,8 @@ def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads:
     import json
     import tempfile
 
-    import onnxruntime as ort
-
     with tempfile.TemporaryDirectory(prefix="ft-ortprof-") as tmp:
-        opts = timing_options(threads, spinning=True)
-        opts.enable_profiling = True
-        opts.profile_file_prefix = os.path.join(tmp, "ort")
-        sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+        sess = onnxruntime_session(model_path, threads, spinning=True, profile_prefix=os.path.join(tmp, "ort"))
         feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
         sess.run(None, feed)
         for _ in range(repeat):

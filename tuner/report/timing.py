@@ -77,6 +77,49 @@ def interleaved_latency(
     return {name: {**latency_stats(s), "samples_ms": [round(x, 4) for x in s]} for name, s in samples.items()}
 
 
+def alternating_blocks(runners: dict, n_blocks: int = 6, runs: int | None = None, block_ms: float = 40.0) -> dict:
+    """{name: ms per run}: `n_blocks` rounds in which each runner runs a block of back-to-back calls, the order
+    rotating from round to round and the first call of each block dropped (it pays the switch from the previous
+    runner: idle or spinning workers, cold caches). This is how a user's process runs one runtime, and how
+    scripts/bench.py times the README's tables; single calls interleaved run for run were not (ONNX Runtime
+    timed right after TVM's pool was busy ran 2.5x slower than in its own blocks). `runs` per block defaults to
+    what fills `block_ms` for the slowest runner (3 to 30)."""
+    if runs is None:
+        slowest = 0.0
+        for run in runners.values():
+            run()
+            t0 = time.perf_counter()
+            run()
+            slowest = max(slowest, (time.perf_counter() - t0) * 1e3)
+        runs = int(min(30, max(3, block_ms / max(slowest, 1e-3))))
+    samples = {k: [] for k in runners}
+    for b in range(n_blocks):
+        for k in rotated(list(runners), b):
+            run = runners[k]
+            run()
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                run()
+                samples[k].append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def busy_machine() -> str | None:
+    """Why timings taken now cannot be trusted (load above the cores this process may use), or None."""
+    import os
+
+    from tuner.runtime.threads import usable_cpus
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cores = usable_cpus()
+    if load > cores + 0.5:  # our own timing keeps up to `cores` threads busy; more is someone else
+        return f"the machine was busy while timing (load {load:.1f} on {cores} cores): ratios may be off"
+    return None
+
+
 def kernel_profile(runnable: Runnable, kernels: set[str], runs: int = 5) -> dict[str, dict]:
     """{kernel symbol: {"calls", "total_us", "mean_us"}} per inference, median over `runs` inferences."""
     from tuner.runtime.profile import profile_calls

@@ -54,9 +54,16 @@ def compile_fatbin(source: str, target_spec) -> bytes:
             return bytes(nvcc.compile_cuda(source, target_format="fatbin", arch=arch, compiler="nvcc"))
     except Exception as err:
         raise TunerError(
-            f"CUDA build: nvcc failed for {arch}: {str(err).strip().splitlines()[-1][:300]}",
+            f"CUDA build: nvcc failed for {arch}: {_first_error(str(err))}",
             "run with --debug for the full nvcc output",
         ) from err
+
+
+def _first_error(output: str) -> str:
+    """nvcc's first error line (ptxas's "uses too much shared data"), not its last info line."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if " error" in ln or ln.startswith("error")]
+    return (errors or lines or ["(no output)"])[0][:300]
 
 
 def package_members(executable, target_spec) -> tuple[dict[str, bytes], dict]:

@@ -25,7 +25,8 @@ def spec_nbytes(spec: dict) -> int:
 
 
 def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
-    """Deterministic inputs for the given specs (integers small and non-negative: they are often indices)."""
+    """Deterministic inputs for the given specs: integers small and non-negative (they are often indices), inside
+    the spec's index range when it has one; integer masks all ones."""
     _check_fits_in_memory(specs, fill)
     rng = np.random.default_rng(seed)
     out = {}
@@ -38,7 +39,10 @@ def make_inputs(specs: list[dict], seed: int = 0, fill: str = "random") -> dict[
         elif dtype.kind in "iu" and "mask" in spec["name"].lower():
             out[spec["name"]] = np.ones(shape, dtype)  # attention masks: attend everywhere
         elif dtype.kind in "iu":
-            out[spec["name"]] = rng.integers(0, 2 if dtype.itemsize == 1 else 100, size=shape).astype(dtype)
+            high = 2 if dtype.itemsize == 1 else 100
+            if "range" in spec:  # an index: only rows the table has
+                high = min(high, spec["range"][1] + 1)
+            out[spec["name"]] = rng.integers(0, max(high, 1), size=shape).astype(dtype)
         elif dtype.kind == "b":
             out[spec["name"]] = rng.integers(0, 2, size=shape).astype(dtype)
         else:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
 import time
 
 import numpy as np
 
 from tuner.core.errors import TunerError
-from tuner.core.target import host_cpu_flags, required_cpu_features
+from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible  # noqa: F401
 from tuner.runtime.inputs import make_inputs, mib, spec_nbytes
 from tuner.runtime.package import LIBRARY, read_package
 from tuner.runtime.profile import profile_calls
+from tuner.runtime.threads import ThreadGovernor, usable_cpus
 
 # CPU: posix_memalign failing surfaces as std::bad_alloc; CUDA: cudaMalloc's "out of memory"
 _OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation", re.I)
@@ -47,11 +49,11 @@ def out_of_memory(err: Exception, path: str, manifest: dict, device, doing: str)
 
 
 def _configure_threads(manifest: dict) -> None:
-    # TVM's pool halves the CPU count on x86 (assumes SMT); use what the package was tuned with unless the
-    # user set it. Must happen before the first parallel kernel creates the pool.
-    threads = manifest.get("num_threads")
-    if threads:
-        os.environ.setdefault("TVM_NUM_THREADS", str(threads))
+    # TVM's pool halves the CPU count on x86 (assumes SMT); use what the package was tuned with, within the CPUs
+    # this process may use (taskset, a container's quota), unless the user set it. Must happen before the first
+    # parallel kernel creates the pool.
+    threads = min(manifest.get("num_threads") or usable_cpus(), usable_cpus())
+    os.environ.setdefault("TVM_NUM_THREADS", str(threads))
 
 
 class Model:
@@ -65,6 +67,12 @@ class Model:
         self._params = params
         self._input_buffers = None
         self._input_views = None
+        # One call at a time: the VM's memory pool and our input buffers are one per Model, and each call already
+        # runs on every core of TVM's pool (calls side by side would only share those cores). Checking the inputs
+        # happens outside it.
+        self._lock = threading.Lock()
+        self._home, self._executor = None, None  # the first calling thread; one worker once there are more
+        self._threads = ThreadGovernor(_pool_threads(), enabled=device.dlpack_device_type() == 1)  # CPU only
         self.inputs = manifest["inputs"]
         self.outputs = manifest["outputs"]
         self.input_names = [i["name"] for i in self.inputs]
@@ -117,13 +125,15 @@ class Model:
                     f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
                     f"convert it, e.g. x.astype('{spec['dtype']}')",
                 )
+            if "range" in spec and arr.size:
+                _check_range(arr, spec)
             arrays.append(np.asarray(arr, order="C"))  # ascontiguousarray would make a 0-d input 1-d
         return arrays
 
     def _to_device(self, arrays):
         """The inputs copied into device buffers allocated once per Model (a new tensor per call cost 3x the copy).
         On the CPU the copy goes through a numpy view of each buffer: np.copyto ~1 us against TVM's copyfrom ~6 us
-        per input, ~12 of a 0.06 ms call on the synthetic transformer. A Model is not for concurrent calls."""
+        per input, ~12 of a 0.06 ms call on the synthetic transformer. Called under the Model's lock."""
         import tvm
 
         try:
@@ -163,12 +173,43 @@ class Model:
         return {spec["name"]: _to_numpy(item) for spec, item in zip(self.outputs, items)}
 
     def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
-        tensors = self._to_device(self._bind(args, kwargs))
-        return self._collect(self._invoke(tensors))
+        """Run one inference; safe to call from any number of threads (calls run one after another, on one
+        thread: see _run_on_one_thread)."""
+        arrays = self._bind(args, kwargs)
+        if self._home is None:
+            self._home = threading.get_ident()
+        if self._executor is None and threading.get_ident() != self._home:
+            self._run_on_one_thread()
+        if self._executor is not None:
+            return self._executor.submit(self._run, arrays).result()
+        return self._run(arrays)
+
+    def _run(self, arrays) -> dict[str, np.ndarray]:
+        with self._lock:
+            n = self._threads.pick()
+            t0 = time.perf_counter()
+            out = self._collect(self._invoke(self._to_device(arrays)))
+            self._threads.record(n, time.perf_counter() - t0)
+            return out
+
+    def _run_on_one_thread(self) -> None:
+        """From the second calling thread on, every call runs on one worker thread. TVM keeps a thread pool per
+        calling thread, and a pool's workers spin for a while after each call: callers on their own pools took
+        each other's cores (a 0.06 ms CNN: 11,000 calls/s from one thread, 3,200/s from 16)."""
+        import concurrent.futures
+
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ftpkg")
 
     def benchmark(self, *args, repeat: int = 20, warmup: int = 3, **kwargs) -> list[float]:
         """Per-run latencies in ms, inputs already on the device, after warm-up."""
-        tensors = self._to_device(self._bind(args, kwargs))
+        arrays = self._bind(args, kwargs)
+        with self._lock:
+            return self._benchmark(self._to_device(arrays), repeat, warmup)
+
+    def _benchmark(self, tensors, repeat: int, warmup: int) -> list[float]:
+        self._threads.fixed()
         for _ in range(warmup):
             self._invoke(tensors)
         self._device.sync()
@@ -184,8 +225,11 @@ class Model:
         """Time every call the VM makes (kernels and runtime built-ins), median over `repeat` runs after a
         warm-up: [{name, calls (per run), ms (per run), share}], slowest first. `order` receives the call
         sequence of one inference."""
-        tensors = self._to_device(self._bind(args, kwargs))
-        per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
+        arrays = self._bind(args, kwargs)
+        with self._lock:
+            self._threads.fixed()
+            tensors = self._to_device(arrays)
+            per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
             {"name": k, "calls": c["calls"], "ms": c["total_us"] / 1e3, "share": c["total_us"] / whole}
@@ -195,6 +239,26 @@ class Model:
 
     def random_inputs(self, seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
         return make_inputs(self.inputs, seed=seed, fill=fill)
+
+
+def _pool_threads() -> int:
+    """The thread count of TVM's pool (TVM_NUM_THREADS, set at load)."""
+    import tvm
+
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
+def _check_range(arr: np.ndarray, spec: dict) -> None:
+    """An index input must stay inside the table it indexes: a clear error, never a read outside it."""
+    lo, hi = spec["range"]
+    if lo <= arr.min() and arr.max() <= hi:
+        return
+    at = np.unravel_index(int(np.flatnonzero((arr < lo) | (arr > hi))[0]), arr.shape)
+    raise TunerError(
+        f"input {spec['name']!r}: value {arr[at]} at {list(map(int, at))} is outside [{lo}, {hi}], the valid "
+        f"indices of {spec.get('range_of', 'the tensor it indexes')}",
+        f"give {spec['name']} values from {lo} to {hi}",
+    )
 
 
 def _host_view(tensor) -> np.ndarray | None:
@@ -212,59 +276,6 @@ def _to_numpy(tensor) -> np.ndarray:
     for Tensor.numpy()); a copy, as an output may alias an input buffer or a weight that the next call reuses."""
     view = _host_view(tensor)
     return tensor.numpy() if view is None else view.copy()
-
-
-def check_compatible(manifest: dict, device: str | None, path: str) -> str:
-    """Raise when the package cannot run here; return the device kind to use ('cpu' or 'cuda')."""
-    import tvm
-    import tvm_ffi
-
-    built_tvm = manifest.get("tvm_version")
-    if built_tvm != tvm.__version__:
-        raise TunerError(
-            f"{path}: built with TVM {built_tvm}, this runtime is TVM {tvm.__version__}",
-            "rebuild the package with this TVM, or install the TVM it was built with",
-        )
-    if (
-        manifest.get("tvm_ffi_version")
-        and manifest["tvm_ffi_version"].split(".")[:2] != tvm_ffi.__version__.split(".")[:2]
-    ):
-        raise TunerError(
-            f"{path}: built with tvm-ffi {manifest['tvm_ffi_version']}, this runtime has {tvm_ffi.__version__}",
-            "install the tvm-ffi version it was built with",
-        )
-    target = manifest["target"]
-    kind = "cuda" if target["kind"] == "cuda" else "cpu"
-    if device is not None and device not in ("cpu", "cuda", "gpu"):
-        raise TunerError(f"unknown device {device!r}", "use device='cpu' or device='cuda'")
-    wanted = None if device is None else ("cuda" if device in ("cuda", "gpu") else "cpu")
-    if wanted is not None and wanted != kind:
-        raise TunerError(
-            f"{path}: built for {target['key']}, which runs on {kind}, not on {wanted}",
-            f"rebuild with --target {'cuda' if wanted == 'cuda' else 'llvm'}",
-        )
-    if kind == "cpu":
-        missing = [f for f in required_cpu_features(target["config"].get("mcpu", "")) if f not in host_cpu_flags()]
-        if missing:
-            raise TunerError(
-                f"{path}: built for CPU {target['config']['mcpu']}, which needs {', '.join(missing)}; "
-                f"this CPU lacks them",
-                "rebuild on (or for) this machine: --target llvm",
-            )
-    else:
-        dev = tvm.cuda(0)
-        if not tvm.runtime.enabled("cuda") or not dev.exist:
-            raise TunerError(
-                f"{path}: built for CUDA ({target['config'].get('arch')}), but no GPU is available here",
-                "run it on a machine with an NVIDIA GPU and driver, or rebuild with --target llvm",
-            )
-        arch = "sm_" + str(dev.compute_version).replace(".", "")
-        if arch != target["config"].get("arch"):
-            raise TunerError(
-                f"{path}: built for {target['config'].get('arch')}, this GPU is {arch}",
-                f"rebuild with --target cuda:{arch}",
-            )
-    return kind
 
 
 def load(path: str, device: str | None = None) -> Model:
@@ -317,52 +328,3 @@ def _load(path: str, device: str | None) -> Model:
             )
         ) from err
     return Model(path, manifest, vm, dev, None)
-
-
-# ELF e_machine of the hosts packages are built on
-_ELF_MACHINES = {"x86_64": 62, "aarch64": 183, "arm64": 183}
-
-
-def _check_library(data: bytes, path: str) -> None:
-    """A shared library for this machine, before dlopen sees it (a damaged one can crash the process there)."""
-    import platform
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    if data[:4] != b"\x7fELF" or len(data) < 64:
-        raise TunerError(
-            f"{path}: {LIBRARY} is not a shared library (no ELF header)", "the package is damaged; rebuild it"
-        )
-    machine = int.from_bytes(data[18:20], "little")
-    want = _ELF_MACHINES.get(platform.machine())
-    if want is not None and machine != want:
-        raise TunerError(
-            f"{path}: {LIBRARY} is for another processor (ELF machine {machine}, this host is {platform.machine()})",
-            "rebuild the package on (or for) this machine",
-        )
-
-
-def _sweep_stale_copies() -> None:
-    """Remove library copies left by processes that died while loading one (a crash skips their cleanup)."""
-    import shutil
-
-    root = tempfile.gettempdir()
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return
-    for name in names:
-        m = re.fullmatch(r"ftpkg-(\d+)-\w+", name)
-        if m and not _alive(int(m.group(1))):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True

@@ -145,6 +145,10 @@ def validate_manifest(m: dict, path: str) -> None:
             for d in need(spec, "shape", list, where):
                 if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d <= MAX_DIM:
                     bad(where + "shape", f"has {d!r}: dimensions are integers in [0, {MAX_DIM}]")
+            if "range" in spec:  # an index input's valid values (optional: packages before it lack it)
+                r = spec["range"]
+                if not (isinstance(r, list) and len(r) == 2 and all(type(v) is int for v in r) and r[0] <= r[1]):
+                    bad(where + "range", f"is {r!r}: [lowest, highest] valid index")
     target = need(m, "target", dict)
     if need(target, "kind", str, "target.") not in ("llvm", "cuda"):
         bad("target.kind", f"is {target['kind']!r}, not llvm or cuda")

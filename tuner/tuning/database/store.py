@@ -1,6 +1,10 @@
 """Tuning databases: MetaSchedule's JSON files plus our provenance manifest, target-aware and kill-safe.
 
-Layout of a database folder (default `logs/<model>-<sha8>/<target-key>/`):
+Where: `--db DIR`, or by default the per-user cache, `$FUSION_TUNER_CACHE` or `$XDG_CACHE_HOME/fusion-tuner`
+(`~/.cache/fusion-tuner`), then `db/<model>-<sha8>/<target-key>/`: tune-model writes there, compile applies what is
+there, compare names it, from any working folder.
+
+Layout of a database folder:
   database_workload.json       MetaSchedule: a line per workload (structural hash, serialized TIR)
   database_tuning_record.json  MetaSchedule: a line per measured candidate (workload index, trace, run_secs, ...)
   manifest.json                ours: TVM/tvm-ffi versions, full target and key, host, fusion, per-task trials and
@@ -43,8 +47,26 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def default_db_dir(prepared, target_spec, root: str = "logs") -> str:
-    return os.path.join(root, f"{prepared.name}-{prepared.sha256[:8]}", target_spec.key)
+def cache_root() -> str:
+    """The per-user cache: $FUSION_TUNER_CACHE, else $XDG_CACHE_HOME/fusion-tuner, else ~/.cache/fusion-tuner."""
+    explicit = os.environ.get("FUSION_TUNER_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fusion-tuner")
+
+
+def default_db_dir(prepared, target_spec, root: str | None = None) -> str:
+    """The model's database for this target in the cache, keyed by the model file's digest."""
+    return os.path.join(
+        root or os.path.join(cache_root(), "db"), f"{prepared.name}-{prepared.sha256[:8]}", target_spec.key
+    )
+
+
+def cached_db_dir(prepared, target_spec) -> str | None:
+    """The cache's database for this model and target when one holds records, else None."""
+    path = default_db_dir(prepared, target_spec)
+    return path if read_manifest(path) is not None and os.path.exists(os.path.join(path, RECORDS)) else None
 
 
 def read_manifest(db_dir: str) -> dict | None:

@@ -49,7 +49,7 @@ def resolve_schedules(schedules: str | None, target_spec) -> str | None:
     if schedules == "auto":
         root = os.environ.get("FUSION_TUNER_SCHEDULES") or LIBRARY
         folder = os.path.join(root, target_spec.key)
-        return folder if _is_database(folder) else None
+        return folder if _is_database(folder) else nearest_library(root, target_spec)
     for folder in (os.path.join(schedules, target_spec.key), schedules):
         if _is_database(folder):
             return folder
@@ -57,6 +57,40 @@ def resolve_schedules(schedules: str | None, target_spec) -> str | None:
         f"--schedules {schedules}: no tuning database for {target_spec.key} there",
         f"give a database folder, or a library folder with a {target_spec.key}/ subfolder",
     )
+
+
+def nearest_library(root: str, target_spec) -> str | None:
+    """A library key for another CPU of the same vector ISA, when this target has none: the CPU runs every
+    instruction that CPU's schedules use, at the same vector width (an AVX-512 library for an emeraldrapids host
+    that has only rocketlake's). Same core count first; ties by name. The in-model check still drops any record
+    that is slower here than the default schedule."""
+    from tuner.core.target import host_cpu_flags, required_cpu_features
+
+    if target_spec.kind != "llvm" or not os.path.isdir(root):
+        return None
+    mine = set(required_cpu_features(target_spec.config.get("mcpu", "")))
+    host = set(host_cpu_flags())
+    fits = []
+    for key in sorted(os.listdir(root)):
+        manifest = D.read_manifest(os.path.join(root, key)) if _is_database(os.path.join(root, key)) else None
+        target = (manifest or {}).get("target") or {}
+        if target.get("kind") != "llvm":
+            continue
+        theirs = set(required_cpu_features(target.get("config", {}).get("mcpu", "")))
+        if theirs and theirs == mine and theirs <= host:
+            same_cores = target.get("config", {}).get("num-cores") == target_spec.config.get("num-cores")
+            fits.append((not same_cores, key))
+    return os.path.join(root, min(fits)[1]) if fits else None
+
+
+def source_target(source: str, target_spec):
+    """The target a warm-start source was tuned for: this one, or a same-ISA library's (nearest_library)."""
+    from tuner.core.target import TargetSpec
+
+    manifest = D.read_manifest(source)
+    if manifest and manifest.get("target_key") != target_spec.key and manifest.get("target"):
+        return TargetSpec(**manifest["target"])
+    return target_spec
 
 
 def _is_database(folder: str) -> bool:
@@ -99,7 +133,8 @@ def _copy_best(db, db_dir, tasks, source, target_spec, out: WarmStart) -> WarmSt
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
-    src, _, _ = D.open_database(source, target_spec)  # refuses another target's folder
+    # refuses another target's folder; a same-ISA library (nearest_library) is opened as its own target's
+    src, _, _ = D.open_database(source, source_target(source, target_spec))
     for task in tasks:
         mod = task.dispatched[0]
         if not src.has_workload(mod) or (db.has_workload(mod) and db.get_top_k(db.commit_workload(mod), 1)):

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""A package behind a service: many threads at once, and a busy neighbour.
+
+    python scripts/load_test.py PACKAGE --model MODEL.onnx [--threads 1,2,4,16] [--duration 60]
+    python scripts/load_test.py PACKAGE --model MODEL.onnx --hog [--processes 20] [--seconds 3]
+
+Load: N threads call one loaded package (and, beside it, one ONNX Runtime session, and OpenVINO when installed)
+for `--duration` seconds each, every call with one of 8 distinct inputs; each output is compared with the
+single-threaded output for that input. Prints throughput, p50/p99 latency, errors and wrong outputs per runtime
+and thread count.
+
+Hog: each runtime timed in `--processes` fresh processes, idle and with one busy process beside it (`yes`, a core
+of its own), median latency per process; says how many stayed within 2x of the idle median.
+Every runtime uses the package's thread count (TVM_NUM_THREADS, ORT intra-op threads, OpenVINO threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def runner(kind: str, package: str, model: str, threads: int):
+    """(call(feed) -> list of output arrays, input specs) for one runtime."""
+    from tuner.runtime.package import read_package
+
+    manifest, _ = read_package(package)
+    if kind == "ours":
+        import tuner
+
+        m = tuner.load(package)
+        return (lambda feed: list(m(**feed).values())), manifest["inputs"]
+    if kind == "ort":
+        from tuner.report.reference import onnxruntime_session
+
+        sess = onnxruntime_session(model, threads)  # as shipped: spinning
+        names = [i.name for i in sess.get_inputs()]
+        return (lambda feed: sess.run(None, {n: feed[n] for n in names})), manifest["inputs"]
+    import openvino as ov
+
+    core = ov.Core()
+    cfg = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
+    compiled = core.compile_model(core.read_model(model), "CPU", cfg)
+    local = threading.local()  # an infer request is one caller's; the compiled model is shared
+
+    def call(feed):
+        if not hasattr(local, "req"):
+            local.req = compiled.create_infer_request()
+        res = local.req.infer(feed)
+        return [np.array(res[o]) for o in compiled.outputs]
+
+    return call, manifest["inputs"]
+
+
+SELECTED: list[str] = []  # --runtimes
+
+
+def peers() -> list[str]:
+    try:
+        import openvino  # noqa: F401
+
+        found = ["ours", "ort", "openvino"]
+    except ImportError:
+        found = ["ours", "ort"]
+    return [r for r in found if not SELECTED or r in SELECTED]
+
+
+def load_run(call, feeds, expected, n_threads: int, duration: float) -> dict:
+    lat, errors, wrong = [], [], [0]
+    lock = threading.Lock()
+    stop = time.perf_counter() + duration
+
+    def worker(t):
+        k, mine = t, []
+        while time.perf_counter() < stop:
+            k = (k + 1) % len(feeds)
+            t0 = time.perf_counter()
+            try:
+                out = call(feeds[k])
+            except Exception as err:  # noqa: BLE001  (every failure counts)
+                with lock:
+                    errors.append(repr(err)[:200])
+                continue
+            mine.append((time.perf_counter() - t0) * 1e3)
+            if not all(np.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True) for a, b in zip(out, expected[k])):
+                with lock:
+                    wrong[0] += 1
+        with lock:
+            lat.extend(mine)
+
+    t0 = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    wall = time.perf_counter() - t0
+    q = np.percentile(lat, [50, 99]) if lat else [float("nan")] * 2
+    return {"threads": n_threads, "calls": len(lat), "per_s": len(lat) / wall, "p50_ms": float(q[0]),
+            "p99_ms": float(q[1]), "errors": len(errors), "wrong": wrong[0], "first_error": errors[:1]}  # fmt: skip
+
+
+def load_test(args) -> list[dict]:
+    from tuner.runtime.inputs import make_inputs
+
+    rows = []
+    for kind in peers():
+        call, specs = runner(kind, args.package, args.model, args.num_threads)
+        feeds = [make_inputs(specs, seed=k) for k in range(8)]
+        expected = [call(f) for f in feeds]
+        for n in args.threads:
+            r = load_run(call, feeds, expected, n, args.duration)
+            rows.append({"runtime": kind, **r})
+            print(f"{kind:9s} {n:3d} threads: {r['per_s']:9.1f}/s  p50 {r['p50_ms']:8.3f} ms  p99 "
+                  f"{r['p99_ms']:8.3f} ms  errors {r['errors']}  wrong {r['wrong']}", flush=True)  # fmt: skip
+    return rows
+
+
+def worker_main(kind: str, package: str, model: str, threads: int, seconds: float) -> None:
+    """One fresh process: load, warm up, time back-to-back calls for `seconds`, print the median (ms)."""
+    from tuner.runtime.inputs import make_inputs
+
+    call, specs = runner(kind, package, model, threads)
+    feed = make_inputs(specs)
+    for _ in range(10):
+        call(feed)
+    times, stop = [], time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        t0 = time.perf_counter()
+        call(feed)
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"median_ms": statistics.median(times), "calls": len(times)}))
+
+
+def hog_test(args) -> dict:
+    env = {**os.environ, "TVM_NUM_THREADS": str(args.num_threads)}
+    result = {}
+    for condition in ("idle", "hog"):
+        hog = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) if condition == "hog" else None
+        try:
+            for _ in range(args.processes):
+                for kind in peers():  # interleaved: each runtime sees the same moments of the machine
+                    cmd = [sys.executable, __file__, args.package, "--model", args.model, "--worker", kind,
+                           "--seconds", str(args.seconds), "--num-threads", str(args.num_threads)]  # fmt: skip
+                    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+                    ms = json.loads(r.stdout.strip().splitlines()[-1])["median_ms"] if r.returncode == 0 else None
+                    result.setdefault(kind, {}).setdefault(condition, []).append(ms)
+        finally:
+            if hog:
+                hog.kill()
+                hog.wait()
+    summary = {}
+    for kind, runs in result.items():
+        idle = statistics.median([v for v in runs["idle"] if v is not None])
+        busy = [v for v in runs["hog"] if v is not None]
+        within = sum(v <= 2 * idle for v in busy)
+        s = summary[kind] = {
+            "idle_ms": idle,
+            "hog_median_ms": statistics.median(busy),
+            "hog_worst_ms": max(busy),
+            "within_2x": within,
+            "processes": len(runs["hog"]),
+            "failed": runs["hog"].count(None),
+        }
+        print(
+            f"{kind:9s} idle {idle:8.3f} ms | busy neighbour: median {s['hog_median_ms']:8.3f} ms, "
+            f"worst {s['hog_worst_ms']:8.3f} ms, within 2x of idle in {within} of {len(busy)}"
+        )
+    return {"runs": result, "summary": summary}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("package")
+    ap.add_argument("--model", required=True, help="the ONNX model the package was built from (for the peers)")
+    ap.add_argument("--threads", default="1,2,4,16", help="caller threads, comma-separated")
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds per thread count and runtime")
+    ap.add_argument("--num-threads", type=int, default=None, help="threads of every runtime (default: the package's)")
+    ap.add_argument("--hog", action="store_true", help="the busy-neighbour benchmark instead")
+    ap.add_argument("--processes", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing per fresh process (--hog)")
+    ap.add_argument("--runtimes", default="", help="comma-separated subset of ours,ort,openvino (default: all)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--json", help="write the results to this file")
+    args = ap.parse_args(argv)
+    SELECTED[:] = [r for r in args.runtimes.split(",") if r]
+    if args.num_threads is None:
+        from tuner.runtime.package import read_package
+
+        args.num_threads = read_package(args.package)[0].get("num_threads") or os.cpu_count()
+    os.environ["TVM_NUM_THREADS"] = str(args.num_threads)
+    if args.worker:
+        worker_main(args.worker, args.package, args.model, args.num_threads, args.seconds)
+        return 0
+    args.threads = [int(t) for t in args.threads.split(",")]
+    out = hog_test(args) if args.hog else load_test(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    bad = [] if args.hog else [r for r in out if r["errors"] or r["wrong"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
