@@ -63,19 +63,9 @@ def blocks(runners: dict, n_blocks: int, runs: int) -> dict:
     order rotates from block to block (`tuner.core.stats.rotated`)."""
     import numpy as np
 
-    from tuner.core.stats import rotated
+    from tuner.report.timing import alternating_blocks
 
-    times = {k: [] for k in runners}
-    keys = list(runners)
-    for b in range(n_blocks):
-        for k in rotated(keys, b):
-            run = runners[k]
-            run()
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                run()
-                times[k].append((time.perf_counter() - t0) * 1e3)
-    return {k: float(np.median(v)) for k, v in times.items()}
+    return {k: float(np.median(v)) for k, v in alternating_blocks(runners, n_blocks, runs).items()}
 
 
 def time_packages(prepared, paths: dict, threads: int, n_blocks: int = 8, runs: int = 10) -> dict:

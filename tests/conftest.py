@@ -40,13 +40,17 @@ def mlp(models_dir):
     return str(models_dir / "mlp.onnx")
 
 
-@pytest.fixture(scope="session")
-def cnn_package(cnn, tmp_path_factory):
+def _compiled(model: str, tmp_path_factory, name: str) -> str:
     from tuner.commands.compile import compile_model
 
-    out = str(tmp_path_factory.mktemp("pkg") / "cnn.ftpkg")
-    compile_model(cnn, out, target="llvm", fusion="tvm")
+    out = str(tmp_path_factory.mktemp("pkg") / name)
+    compile_model(model, out, target="llvm", fusion="tvm")
     return out
+
+
+@pytest.fixture(scope="session")
+def cnn_package(cnn, tmp_path_factory):
+    return _compiled(cnn, tmp_path_factory, "cnn.ftpkg")
 
 
 @pytest.fixture(scope="session")
@@ -127,11 +131,7 @@ def bert_ids(models_dir):
 
 @pytest.fixture(scope="session")
 def bert_package(bert_ids, tmp_path_factory):
-    from tuner.commands.compile import compile_model
-
-    out = str(tmp_path_factory.mktemp("pkg") / "bert.ftpkg")
-    compile_model(bert_ids, out, target="llvm", fusion="tvm")
-    return out
+    return _compiled(bert_ids, tmp_path_factory, "bert.ftpkg")
 
 
 def assert_worded(cmp: dict) -> None:

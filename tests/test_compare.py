@@ -290,4 +290,12 @@ def test_compare_json_prints_the_report_with_onnxruntime_in_the_verdict(tmp_path
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # nothing but the document on stdout
     assert doc["verdict"] == json.load(open(f"{out}/report.json"))["verdict"]
-    assert "ONNX Runtime" in doc["verdict"] and ("within noise" in doc["verdict"] or "×" in doc["verdict"])
+    # the verdict says ONNX Runtime's latency and the comparison of the report's own numbers
+    from tuner.core.stats import compare_stats
+
+    ort = doc["reference"]["onnxruntime"]
+    mine = doc["variants"]["tvm"]["latency_ms"]
+    assert f"ONNX Runtime {ort['median']:.3f} ms, tvm/untuned {mine['median']:.3f} ms: " in doc["verdict"]
+    assert doc["verdict"].rstrip().endswith(compare_stats(mine, ort)["words"] + ".") or (
+        compare_stats(mine, ort)["words"] + "." in doc["verdict"]
+    )

@@ -61,3 +61,11 @@ def test_cuda_sweep_builds_every_model(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=3000,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_info_says_which_kernels_fell_to_a_later_rule(cuda_edges, tmp_path):
+    pkg = str(tmp_path / "e.ftpkg")
+    assert run_cli("compile", cuda_edges, "--target", "cuda:sm_90", "-o", pkg).returncode == 0
+    r = run_cli("info", pkg)
+    assert r.returncode == 0 and "GPU schedules (dlight rule: kernels)" in r.stdout, r.stdout + r.stderr
+    assert "scheduled by a later rule" in r.stdout and "not properly inlined" in r.stdout

@@ -104,3 +104,20 @@ def test_first_contact_minus_one_dims_typos_and_unitless_budgets(tmp_path):
     assert r.returncode == 2 and "did you mean --time-budget?" in r.stderr and "usage:" not in r.stderr
     r = run_cli("tune-model", model, "--input-shape", "x:2x3x4x8", "--time-budget", "10", "-o", pkg)
     assert r.returncode == 2 and "needs its unit" in r.stderr and "10s, 10m or 10h" in r.stderr
+
+
+def test_the_tuning_database_lives_in_the_user_cache(mlp, tmp_path):
+    """tune-model without --db fills the per-user cache from any folder; compile applies it by default and not
+    with --db none."""
+    import os
+
+    env = {"FUSION_TUNER_CACHE": str(tmp_path / "cache")}
+    shape = ("--input-shape", "x:16x32", "--target", "llvm")
+    r = run_cli("tune-model", mlp, *shape, "--trials", "2", "--schedules", "none", "-o", str(tmp_path / "t.ftpkg"),
+                "--json", "--no-verify", env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["db"].startswith(os.path.join(str(tmp_path / "cache"), "db", "mlp-"))
+    r = run_cli("compile", mlp, *shape, "-o", str(tmp_path / "c.ftpkg"), "--json", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["tuning_db"]["path"].startswith(str(tmp_path / "cache"))
+    r = run_cli("compile", mlp, *shape, "--db", "none", "-o", str(tmp_path / "u.ftpkg"), "--json", env=env)
+    assert r.returncode == 0 and json.loads(r.stdout)["tuning_db"] is None

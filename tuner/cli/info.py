@@ -49,6 +49,8 @@ def describe(path: str, m: dict, members: dict) -> dict:
         "build_seconds": m.get("build_seconds"),
         "cuda_graph_regions": m.get("cuda_graph_regions"),
         "memory": m.get("memory"),
+        "gpu_rules": m.get("gpu_rules"),
+        "preparation": m.get("preparation") or [],
         "members": {name: meta["bytes"] for name, meta in m["members"].items()},
     }
 
@@ -75,6 +77,15 @@ def render(doc: dict) -> None:
             else ""
         )
     )
+    rules = doc.get("gpu_rules") or {}
+    if rules:
+        con.print(
+            "  GPU schedules (dlight rule: kernels): " + ", ".join(f"{r} {n}" for r, n in rules["kernels"].items())
+        )
+        for kernel, why in rules["fell_back"].items():
+            con.print(f"    {kernel} scheduled by a later rule: {why}")
+    for note in doc["preparation"]:
+        con.print(f"  prepared: {note}")
     for side in ("inputs", "outputs"):
         con.print(f"  {side}: " + ", ".join(f"{t['name']} {t['dtype']}[{format_shape(t['shape'])}]" for t in doc[side]))
     mem = doc.get("memory") or {}

@@ -59,22 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = common.parse(build_parser(), argv)
     shapes, consts = common.parse_model_args(args)
+    import inspect
+
     from tuner.commands.tune_model import knobs_from_options
 
-    knobs = knobs_from_options(
-        trials=args.trials,
-        time_budget=args.time_budget,
-        max_trials_per_task=args.max_trials_per_task,
-        trials_per_iter=args.trials_per_iter,
-        early_stopping=args.early_stopping,
-        cost_model=args.cost_model,
-        search=args.search,
-        seed=args.seed,
-        only=args.only,
-        skip=args.skip,
-        rpc=args.rpc,
-        measure_cache=args.measure_cache,
-    )
+    options = [p for p in inspect.signature(knobs_from_options).parameters if p != "budget_flag"]
+    knobs = knobs_from_options(**{name: getattr(args, name) for name in options})
     from tuner.cli.progress import make_progress
 
     progress = None if args.quiet or args.json else make_progress(common.console())

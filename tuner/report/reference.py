@@ -18,7 +18,13 @@ RTOL = 1e-3
 ATOL = 1e-4
 
 
-def onnxruntime_session(model, threads: int | None = None, spinning: bool = True, profile_prefix: str | None = None):
+def onnxruntime_session(
+    model,
+    threads: int | None = None,
+    spinning: bool = True,
+    profile_prefix: str | None = None,
+    denormal_as_zero: bool = False,
+):
     """The one way the product opens ONNX Runtime (reference outputs, timing, profiles, benchmarks): a model path
     or ModelProto; the CPU provider with all graph optimisations, `threads` intra-op threads (the package's),
     spin-waiting as shipped unless `spinning=False`, and its logger quiet (warnings only with our -v, which shows
@@ -26,6 +32,8 @@ def onnxruntime_session(model, threads: int | None = None, spinning: bool = True
     import onnxruntime as ort
 
     opts = timing_options(threads, spinning)
+    if denormal_as_zero:  # not as shipped: scripts/bench_subnormal.py's comparison
+        opts.add_session_config_entry("session.set_denormal_as_zero", "1")
     if profile_prefix:
         opts.enable_profiling = True
         opts.profile_file_prefix = profile_prefix

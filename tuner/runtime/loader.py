@@ -71,7 +71,8 @@ class Model:
         # runs on every core of TVM's pool (calls side by side would only share those cores). Checking the inputs
         # happens outside it.
         self._lock = threading.Lock()
-        self._home, self._executor = None, None  # the first calling thread; one worker once there are more
+        # calls in progress, and the one worker thread that runs every call once two have overlapped
+        self._in_flight, self._calls_lock, self._executor = 0, threading.Lock(), None
         self._threads = ThreadGovernor(_pool_threads(), enabled=device.dlpack_device_type() == 1)  # CPU only
         self.inputs = manifest["inputs"]
         self.outputs = manifest["outputs"]
@@ -173,16 +174,21 @@ class Model:
         return {spec["name"]: _to_numpy(item) for spec, item in zip(self.outputs, items)}
 
     def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
-        """Run one inference; safe to call from any number of threads (calls run one after another, on one
-        thread: see _run_on_one_thread)."""
+        """Run one inference; safe to call from any number of threads (calls run one after another; once two
+        have overlapped, all on one worker thread: see _run_on_one_thread)."""
         arrays = self._bind(args, kwargs)
-        if self._home is None:
-            self._home = threading.get_ident()
-        if self._executor is None and threading.get_ident() != self._home:
-            self._run_on_one_thread()
-        if self._executor is not None:
-            return self._executor.submit(self._run, arrays).result()
-        return self._run(arrays)
+        if self._executor is None:
+            with self._calls_lock:
+                self._in_flight += 1
+                overlapping = self._in_flight > 1
+            try:
+                if not overlapping:  # one caller at a time, whichever thread: run here, no hand-off
+                    return self._run(arrays)
+                self._run_on_one_thread()
+            finally:
+                with self._calls_lock:
+                    self._in_flight -= 1
+        return self._executor.submit(self._run, arrays).result()
 
     def _run(self, arrays) -> dict[str, np.ndarray]:
         with self._lock:
@@ -193,12 +199,13 @@ class Model:
             return out
 
     def _run_on_one_thread(self) -> None:
-        """From the second calling thread on, every call runs on one worker thread. TVM keeps a thread pool per
-        calling thread, and a pool's workers spin for a while after each call: callers on their own pools took
-        each other's cores (a 0.06 ms CNN: 11,000 calls/s from one thread, 3,200/s from 16)."""
+        """Once calls overlap, every call runs on one worker thread. TVM keeps a thread pool per calling thread,
+        and a pool's workers spin for a while after each call: callers on their own pools took each other's
+        cores (a 0.06 ms CNN: 11,000 calls/s from one thread, 3,200/s from 16). The hand-off costs a sequential
+        caller ~0.1 ms, so a lone caller, in any thread, runs in place."""
         import concurrent.futures
 
-        with self._lock:
+        with self._calls_lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ftpkg")
 

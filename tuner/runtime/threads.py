@@ -6,7 +6,8 @@ every kernel waits for it: Inception v1 (88 kernels, 13 ms on 2 idle threads) ra
 busy process, and 25 ms on one thread, which the scheduler keeps on the free core (docs/performance.md). So each
 Model chooses per call between the package's thread count and one thread, by what each gets now: it keeps the
 faster, and tries the other now and then (after its first three calls, then after 1 s, doubling while it stays
-slower, at most every 30 s), and at once when three calls in a row run 1.5x slower than the best seen."""
+slower, at most every 30 s), and at once when three calls in a row run 1.5x slower than the best seen. After a
+switch it tries back after three calls: a short burst of other work must not hold it on one thread."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ import time
 SLOW = 1.5  # a call this much slower than the best at its thread count: something else holds a core
 MARGIN = 1.1  # the other count must be this much faster to take over (no flapping on noise)
 WINDOW = 3  # calls per estimate
+# below this a call is not worth a try (a reconfiguration and a call on the other count): a 0.06 ms CNN flapped
+# between counts on timing noise and ran 0.16 ms per call; a busy core that matters makes calls longer than this
+MIN_CALL_S = 0.001
 FIRST_TRY_S = 1.0
 MAX_TRY_S = 30.0
 ADAPTIVE_ENV = "FUSION_TUNER_ADAPTIVE_THREADS"  # "0": always the package's thread count (ablations)
+# the thread count this OS thread's TVM pool is set to: the pool is per calling thread, shared by every Model the
+# thread calls, so one Model's choice must not leave another on one thread unawares
+_POOL = threading.local()
 
 
 def usable_cpus() -> int:
@@ -69,20 +76,20 @@ class ThreadGovernor:
         self.wait_s = FIRST_TRY_S
         self.next_try = time.monotonic()  # the first try as soon as the package's count has an estimate
         self.switches = 0
-        self._applied = threading.local()
+        self.fresh = 0  # calls on the current count since the last switch or try
 
     def pick(self) -> int:
         if not self.enabled:
+            if getattr(_POOL, "n", self.full) != self.full:  # another Model left this thread's pool changed
+                self._apply(self.full)
             return self.full
-        due = time.monotonic() >= self.next_try and len(self.samples[self.current]) >= WINDOW
-        n = self._other() if due else self.current
+        n = self._other() if self._due() else self.current
         self._apply(n)
         return n
 
     def fixed(self) -> None:
         """The package's own thread count for the calling thread's pool (profiles time kernels as built)."""
-        if self.enabled:
-            self._apply(self.full)
+        self._apply(self.full)
 
     def record(self, n: int, seconds: float) -> None:
         if not self.enabled:
@@ -93,17 +100,30 @@ class ThreadGovernor:
         self.best[n] = min(seconds, self.best.get(n, seconds))
         now = time.monotonic()
         if n != self.current:  # a try of the other count
+            self.fresh = 0
             if seconds * MARGIN < self._estimate(self.current):
+                # switch, and try back after a few calls: a burst of someone else's work (ONNX Runtime's
+                # spinning threads between a benchmark's blocks) must not keep a package on one thread for long
+                back_to_full = n == self.full
                 self.current, self.wait_s = n, FIRST_TRY_S
+                self.next_try = now + FIRST_TRY_S if back_to_full else now
                 self.switches += 1
             else:
                 self.wait_s = min(2 * self.wait_s, MAX_TRY_S)
-            self.next_try = now + self.wait_s
-        elif len(recent) == WINDOW and min(recent) > SLOW * self.best[n]:
+                self.next_try = now + self.wait_s
+            return
+        self.fresh += 1
+        if self.fresh >= WINDOW and min(recent) > max(SLOW * self.best[n], MIN_CALL_S):
             self.next_try = now  # three slow calls in a row: the cores changed; try the other count now
 
     def describe(self) -> dict:
         return {"threads": self.full, "now": self.current, "adaptive": self.enabled, "switches": self.switches}
+
+    def _due(self) -> bool:
+        recent = self.samples[self.current]
+        if self.fresh < WINDOW or time.monotonic() < self.next_try:
+            return False
+        return self.current != self.full or max(recent) >= MIN_CALL_S
 
     def _other(self) -> int:
         return 1 if self.current == self.full else self.full
@@ -112,10 +132,12 @@ class ThreadGovernor:
         return statistics.median(self.samples[n]) if self.samples[n] else float("inf")
 
     def _apply(self, n: int) -> None:
-        if getattr(self._applied, "n", None) == n:
+        # a pool starts with the package's count, as TVM configured it: reconfiguring it to the same count re-pins
+        # its threads (kBig) and cost a 0.06 ms CNN 17% of its calls per second, so only a change is applied
+        if getattr(_POOL, "n", self.full) == n:
             return
         import tvm
 
         # kBig (1): the pool's own affinity mode; only the count changes (~30 us, no threads created)
         tvm.get_global_func("runtime.config_threadpool")(1, n, [])
-        self._applied.n = n
+        _POOL.n = n
