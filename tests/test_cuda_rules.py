@@ -69,3 +69,28 @@ def test_info_says_which_kernels_fell_to_a_later_rule(cuda_edges, tmp_path):
     r = run_cli("info", pkg)
     assert r.returncode == 0 and "GPU schedules (dlight rule: kernels)" in r.stdout, r.stdout + r.stderr
     assert "scheduled by a later rule" in r.stdout and "not properly inlined" in r.stdout
+
+
+def test_an_input_name_c_does_not_take_builds_for_cuda(tmp_path):
+    """light_zfnet512's input "gpu_0/data_0" became the kernel parameter `gpu_0/data_0_ptr`: nvcc refused it."""
+    import numpy as np
+    from conftest import save_onnx
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w/0")
+    conv = helper.make_node("Conv", ["gpu_0/data_0", "w/0"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    relu = helper.make_node("Relu", ["y"], ["out/0"])
+    model = save_onnx(str(tmp_path / "slash.onnx"), [conv, relu], {"gpu_0/data_0": (1, 3, 8, 8)},
+                      {"out/0": (1, 4, 8, 8)}, [w])  # fmt: skip
+    r = run_cli("compile", model, "--target", "cuda:sm_90", "-o", str(tmp_path / "s.ftpkg"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_plan_says_which_kernels_fell_to_a_later_rule(cuda_edges):
+    import json
+
+    r = run_cli("plan", cuda_edges, "--target", "cuda:sm_90", "--json")
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any(n.startswith("GPU schedules (dlight rule: kernels): ") for n in notes), notes
+    assert any("scheduled by a later rule" in n and "shared memory" in n for n in notes), notes

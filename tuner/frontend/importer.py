@@ -94,6 +94,22 @@ def _node_failed(importer, node, ref, err) -> None:
     ) from err
 
 
+def _c_identifier(name):
+    """TVM's sanitizer keeps "/" and other characters C does not take: an input named "gpu_0/data_0" became the
+    kernel parameter `gpu_0/data_0_ptr` and nvcc refused the whole CUDA library."""
+    return re.sub(r"[^0-9A-Za-z_.]", "_", name) if name else name
+
+
+def _without_our_ops(graph):
+    """The graph's nodes that TVM must convert itself (unsupported_nodes() has already named anything neither
+    TVM nor our converters take)."""
+    from tuner.frontend.converters import CONVERTERS
+
+    trimmed = onnx.GraphProto()
+    trimmed.node.extend(n for n in graph.node if n.op_type not in CONVERTERS)
+    return trimmed
+
+
 def _make_importer_class():
     from tvm import relax
     from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
@@ -124,18 +140,16 @@ def _make_importer_class():
             self.collect: list | None = None
             self.static_shapes: dict = {}
 
+        def _sanitize_name(self, name):
+            return super()._sanitize_name(_c_identifier(name))
+
         def _parse_graph_initializers(self, graph):
             if not self._keep_params_in_input:
                 return super()._parse_graph_initializers(graph)
             return _parse_matmul_params(self, graph)
 
         def _check_for_unsupported_ops(self, graph):
-            # ours and TVM's together (unsupported_nodes() has already named anything neither converts)
-            from tuner.frontend.converters import CONVERTERS
-
-            trimmed = onnx.GraphProto()
-            trimmed.node.extend(n for n in graph.node if n.op_type not in CONVERTERS)
-            return super()._check_for_unsupported_ops(trimmed)
+            return super()._check_for_unsupported_ops(_without_our_ops(graph))
 
         def _construct_nodes(self, graph):
             # Wrap each node so failures name it: iterate one node at a time through the base method.

@@ -52,6 +52,8 @@ def build_plan(
     if layout_fallback(grouped):
         notes.append(f"layout: {layout_fallback(grouped)}")
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
+    if spec.is_gpu:
+        notes += _gpu_rule_notes(lower(smod, spec, strategy, params=params, layout=layout), spec)
     return FusionPlan(
         prepared.path,
         strategy.name,
@@ -62,6 +64,19 @@ def build_plan(
         notes,
         precision=prepared.precision,
     )
+
+
+def _gpu_rule_notes(fused, spec) -> list[str]:
+    """Which dlight rule schedules each CUDA kernel without a record, and why any fell to a later rule (what
+    `compile` prints, build/gpu_rules.py)."""
+    import collections
+
+    from tuner.build.gpu_rules import schedule_kernels
+
+    _, used, fell_back = schedule_kernels(fused, spec.tvm_target())
+    counts = collections.Counter(used.values())
+    notes = ["GPU schedules (dlight rule: kernels): " + ", ".join(f"{r} {n}" for r, n in sorted(counts.items()))]
+    return notes + [f"GPU: {kernel} scheduled by a later rule: {why}" for kernel, why in fell_back.items()]
 
 
 def _strategy_notes(strategy, groups, grouped, unfused, unfused_count) -> list[str]:

@@ -62,7 +62,7 @@ def compile_fatbin(source: str, target_spec) -> bytes:
 def _first_error(output: str) -> str:
     """nvcc's first error line (ptxas's "uses too much shared data"), not its last info line."""
     lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
-    errors = [ln for ln in lines if " error" in ln or ln.startswith("error")]
+    errors = [ln for ln in lines if (" error" in ln or ln.startswith("error")) and ln != "Compilation error:"]
     return (errors or lines or ["(no output)"])[0][:300]
 
 
