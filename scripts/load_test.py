@@ -46,11 +46,9 @@ def runner(kind: str, package: str, model: str, threads: int):
         sess = onnxruntime_session(model, threads)  # as shipped: spinning
         names = [i.name for i in sess.get_inputs()]
         return (lambda feed: sess.run(None, {n: feed[n] for n in names})), manifest["inputs"]
-    import openvino as ov
+    from tuner.report.reference import openvino_compiled
 
-    core = ov.Core()
-    cfg = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
-    compiled = core.compile_model(core.read_model(model), "CPU", cfg)
+    compiled = openvino_compiled(model, threads)
     local = threading.local()  # an infer request is one caller's; the compiled model is shared
 
     def call(feed):

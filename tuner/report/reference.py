@@ -41,8 +41,8 @@ def onnxruntime_session(
     return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
 
 
-def openvino_runner(model, feed: dict, threads: int | None = None, precision: str | None = "f32"):
-    """A callable that runs the model once in OpenVINO's CPU plugin, or None when OpenVINO is not installed (an
+def openvino_compiled(model, threads: int | None = None, precision: str | None = "f32"):
+    """The model compiled by OpenVINO's CPU plugin for latency, or None when OpenVINO is not installed (an
     optional peer: `pip install openvino`; never a dependency). `precision` "f32" is the bar at our precision;
     None keeps OpenVINO's default (bf16 on CPUs with AMX or AVX-512 BF16), as a user who sets nothing gets it."""
     try:
@@ -59,7 +59,14 @@ def openvino_runner(model, feed: dict, threads: int | None = None, precision: st
         network = core.read_model(model)
     else:  # bytes or a ModelProto: weights are inside the ONNX bytes
         network = core.read_model(model if isinstance(model, bytes) else model.SerializeToString(), b"")
-    compiled = core.compile_model(network, "CPU", config)
+    return core.compile_model(network, "CPU", config)
+
+
+def openvino_runner(model, feed: dict, threads: int | None = None, precision: str | None = "f32"):
+    """A callable that runs the model once on `feed` in OpenVINO (openvino_compiled), or None without OpenVINO."""
+    compiled = openvino_compiled(model, threads, precision)
+    if compiled is None:
+        return None
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     inputs = {n: feed[n] for n in names}

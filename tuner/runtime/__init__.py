@@ -4,6 +4,7 @@ Importing anything here pulls in the TVM runtime and numpy only: no ONNX, ONNX R
 MetaSchedule (tests/test_package.py checks it in a fresh process).
 """
 
-from tuner.runtime.loader import Model, check_compatible, load, make_inputs, out_of_memory
+from tuner.runtime.compat import check_compatible
+from tuner.runtime.loader import Model, load, make_inputs, out_of_memory
 
 __all__ = ["Model", "check_compatible", "load", "make_inputs", "out_of_memory"]

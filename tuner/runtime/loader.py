@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from tuner.core.errors import TunerError
-from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible  # noqa: F401
+from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible
 from tuner.runtime.inputs import make_inputs, mib, spec_nbytes
 from tuner.runtime.package import LIBRARY, read_package
 from tuner.runtime.profile import profile_calls
