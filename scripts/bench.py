@@ -14,6 +14,8 @@ budget. Every runner is timed in alternating blocks of back-to-back runs (`time_
 users call them (numpy in and out, as ONNX Runtime's run). Ratios are to spinning ONNX Runtime first (the
 headline), then to ONNX Runtime without spinning; geometric means; writes bench.csv and bench.png to --out.
 Real models come from `python scripts/fetch_models.py`; run this while nothing else runs.
+
+    python scripts/bench.py --sweep [SWEEP ...]  # ranged packages across their range (scripts/bench_sweep.py)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 DEFAULT_MODELS = ["ppocr_det", "minilm_l3", "yolov8n", "magika", "light_resnet50", "transformer"]
 DEFAULT_UNFUSED = ["light_resnet50", "transformer"]
@@ -195,6 +198,11 @@ def plot(rows, path):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--sweep"]:  # one package for a range of shapes, across the range: scripts/bench_sweep.py
+        import bench_sweep
+
+        return bench_sweep.main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     ap.add_argument("--budget", default="10m", help="tuning time per model and variant (90s, 10m)")

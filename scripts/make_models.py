@@ -299,7 +299,55 @@ def make_subnormal_conv(cin=768, cout=384, hw=10, share=0.24) -> onnx.ModelProto
     )
 
 
+def make_line_reader(c=16, h=16, classes=12) -> onnx.ModelProto:
+    """A text-line recognizer in miniature: any width ("width"), convs, a max-pool, and a classifier per column
+    (the CRNN shape of PP-OCR's recognizer, whose crops are 48 high and 30 to 2,000 wide)."""
+    g = GraphBuilder(6)
+    y = conv_bn(g, "image", 3, c, "stem")
+    y = g.op("MaxPool", [y], name="pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = conv_bn(g, y, c, 2 * c, "block1", act="relu6")
+    y = g.op("ReduceMean", [y], name="collapse_height", axes=[2], keepdims=0)  # (1, 2c, width / 2)
+    y = g.op("Transpose", [y], name="columns", perm=[0, 2, 1])
+    y = g.op("MatMul", [y, g.weight("head.w", (2 * c, classes))], name="head/matmul")
+    y = g.op("Add", [y, g.weight("head.b", (classes,), 0.1)], name="head/bias")
+    g.op("Softmax", [y], name="head/softmax", axis=-1)
+    g.nodes[-1].output[0] = "probs"
+    return g.model(
+        "line_reader",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, h, "width"])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, "columns", classes])],
+    )
+
+
+def make_seq_encoder(d=32, vocab=500, ffn=64) -> onnx.ModelProto:
+    """A one-head encoder layer over any number of tokens ("tokens"): embedding, attention with a mask, softmax
+    over the tokens, layer norm, a GELU feed-forward; the sentence-encoder shape without fixed reshapes."""
+    g = GraphBuilder(7)
+    x = g.op("Gather", [g.weight("word_embeddings", (vocab, d), 0.5), "input_ids"], name="embeddings/word")
+    q, k, v = (g.op("MatMul", [x, g.weight(f"{n}.w", (d, d))], name=f"attn/{n}") for n in "qkv")
+    s = g.op("MatMul", [q, g.op("Transpose", [k], name="attn/k_t", perm=[0, 2, 1])], name="attn/scores")
+    s = g.op("Mul", [s, g.const("attn.scale", np.float32(1 / np.sqrt(d)))], name="attn/scale")
+    m = g.op("Cast", [g.op("Unsqueeze", ["attention_mask", g.const("axis1", np.array([1], np.int64))],
+                           name="mask/unsqueeze")], name="mask/cast", to=TensorProto.FLOAT)  # fmt: skip
+    bias = g.op("Mul", [g.op("Sub", [g.const("one_f", np.float32(1)), m], name="mask/invert"),
+                        g.const("neg", np.float32(-1e4))], name="mask/bias")  # fmt: skip
+    p = g.op("Softmax", [g.op("Add", [s, bias], name="attn/mask")], name="attn/softmax", axis=-1)
+    o = g.op("MatMul", [p, v], name="attn/context")
+    h = layer_norm(g, g.op("Add", [x, o], name="attn/residual"), d, "ln1")
+    f = g.op("MatMul", [h, g.weight("ffn1.w", (d, ffn))], name="ffn/fc1")
+    f = g.op("Relu", [f], name="ffn/relu")
+    f = g.op("MatMul", [f, g.weight("ffn2.w", (ffn, d))], name="ffn/fc2")
+    layer_norm(g, g.op("Add", [h, f], name="ffn/residual"), d, "ln2")
+    g.nodes[-1].output[0] = "hidden"
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "tokens"])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, "tokens"])
+    hidden = helper.make_tensor_value_info("hidden", TensorProto.FLOAT, [1, "tokens", d])
+    return g.model("seq_encoder", [ids, mask], [hidden])
+
+
 MODELS = {
+    "line_reader": make_line_reader,
+    "seq_encoder": make_seq_encoder,
     "cnn": make_cnn,
     "transformer": make_transformer,
     "mlp": make_mlp,

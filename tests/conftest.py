@@ -149,3 +149,23 @@ def assert_worded(cmp: dict) -> None:
         assert 1 / NOISE_BAND <= ratio <= NOISE_BAND, cmp
     else:
         assert ("faster" in cmp["words"]) == (ratio < 1), cmp
+
+
+@pytest.fixture(scope="session")
+def line_reader(models_dir):
+    return str(models_dir / "line_reader.onnx")
+
+
+@pytest.fixture(scope="session")
+def seq_encoder(models_dir):
+    return str(models_dir / "seq_encoder.onnx")
+
+
+@pytest.fixture(scope="session")
+def line_reader_package(line_reader, tmp_path_factory):
+    from tuner.commands.compile import compile_model
+    from tuner.core.shapes import DimRange
+
+    out = str(tmp_path_factory.mktemp("ranged") / "line_reader.ftpkg")
+    _, manifest = compile_model(line_reader, out, target="llvm", shapes={"image": (1, 3, 16, DimRange(8, 512))})
+    return out, manifest

@@ -65,7 +65,7 @@ def test_api_keywords_are_the_cli_options(api_name, cli_module):
     import importlib
     import inspect
 
-    renamed = {"input_shape": "shapes", "const": "consts", "no_verify": "verify"}
+    renamed = {"input_shape": "shapes", "const": "consts", "no_verify": "verify", "tune_shape": "tune_shapes"}
     output_only = {"json", "quiet", "verbose", "debug", "help"}  # how the CLI prints, not what the command does
     empty = (None, (), [])
     parser = importlib.import_module(f"tuner.cli.{cli_module}").build_parser()

@@ -33,6 +33,7 @@ def tune(
     verify: bool = True,
     shapes: dict | None = None,
     consts: dict | None = None,
+    tune_shapes: list[dict] | None = None,
 ) -> dict:
     """`tune-model`: tune every fused kernel of `model` (an ONNX path) and write the tuned package to `output`.
 
@@ -70,6 +71,7 @@ def tune(
         precision=dtype,
         verify=verify,
         layout=layout,
+        tune_shapes=tune_shapes,
     )
 
 
@@ -84,13 +86,24 @@ def compile(
     db: str | None = None,
     shapes: dict | None = None,
     consts: dict | None = None,
+    tune_shapes: list[dict] | None = None,
 ) -> dict:
     """`compile`: import, fuse, apply the tuning database `db` when given (kernels it lacks get the default
-    schedule), build, and write the package to `output`. Returns the summary `compile --json` prints."""
+    schedule), build, and write the package to `output`. Returns the summary `compile --json` prints. A shape
+    with a range, `shapes={"x": (1, 3, 48, (32, 2048))}`, builds one package for every shape in it."""
     from tuner.commands.compile import compile_model, compile_summary
 
     result, manifest = compile_model(
-        model, output, target=target, fusion=fusion, db=db, shapes=shapes, consts=consts, layout=layout, precision=dtype
+        model,
+        output,
+        target=target,
+        fusion=fusion,
+        db=db,
+        shapes=shapes,
+        consts=consts,
+        layout=layout,
+        precision=dtype,
+        tune_shapes=tune_shapes,
     )
     return compile_summary(output, result, manifest)
 

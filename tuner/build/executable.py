@@ -80,6 +80,7 @@ class Lowered:
     provenance: object
     timings: dict = field(default_factory=dict)
     layout: str = "nchw"
+    dim_values: dict = field(default_factory=dict)  # ranged builds: the sizes symbolic kernels are scheduled at
 
 
 def lower_prepared(
@@ -135,7 +136,17 @@ def schedule(
     from tuner.schedule.default_schedule import schedule_untuned
     from tuner.schedule.serial_small import SerialSmallKernels
 
+    symbolic = {}
+    if lowered.prepared.ranged:  # kernels over symbolic extents: the schedule of their twin at a size in the range
+        from tuner.schedule.symbolic import schedule_symbolic
+        from tuner.tuning.database.store import open_database
+
+        db = open_database(db_dir, lowered.target)[0] if db_dir else None
+        values = lowered.dim_values or {k: (lo + hi) // 2 for k, (lo, hi) in lowered.prepared.dim_bounds().items()}
+        fused, symbolic = schedule_symbolic(fused, lowered.target, values, db, skip)
+        skip = set(skip) | set(symbolic)
     scheduled, defaulted = schedule_untuned(fused, lowered.target, skip)  # no naive loop nests in a package
+    defaulted = sorted({*defaulted, *symbolic})
     try:
         return SerialSmallKernels()(pack_weights(scheduled, lowered.target)), db_info, defaulted
     except Exception:  # FoldConstant builds kernels with constant inputs: a default schedule may not lower
@@ -154,6 +165,10 @@ def build_lowered(
 
     spec = lowered.target
     fused, db_info, defaulted = schedule(lowered, db_dir, drop_records=drop_records)
+    if lowered.prepared.ranged:
+        from tuner.build.range_check import with_range_check
+
+        fused = with_range_check(fused, lowered.prepared.dim_bounds())
     config = {}
     if spec.is_gpu:
         from tuner.tuning import TENSOR_CORE_BUILD_CONFIG, uses_tensor_cores

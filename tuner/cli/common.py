@@ -49,6 +49,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help=H.CONST)
 
 
+def add_tune_shape_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tune-shape", action="append", default=[], metavar="NAME:DIMS", help=H.TUNE_SHAPE)
+
+
+def parse_tune_shapes(args) -> list[dict] | None:
+    from tuner.cli.shapes import parse_input_shapes
+
+    return [parse_input_shapes([v], flag="--tune-shape") for v in args.tune_shape] or None
+
+
 def add_target_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="auto", help=H.TARGET)
 

@@ -11,6 +11,7 @@ from tuner.cli import help as H
 def build_parser() -> argparse.ArgumentParser:
     p = common.parser("compile")
     common.add_model_args(p)
+    common.add_tune_shape_arg(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
@@ -36,6 +37,7 @@ def main(argv: list[str]) -> int:
         shapes=shapes,
         consts=consts,
         precision=args.dtype,
+        tune_shapes=common.parse_tune_shapes(args),
     )
     summary = compile_summary(args.output, result, manifest)
     if args.json:
@@ -55,6 +57,9 @@ def main(argv: list[str]) -> int:
         con.print("GPU schedules (dlight rule: kernels): " + ", ".join(f"{r} {n}" for r, n in rules["kernels"].items()))
         for kernel, why in rules["fell_back"].items():
             con.print(f"[yellow]{kernel}[/] scheduled by a later rule: {why}")
+    for v in manifest.get("variants") or []:
+        shapes = " ".join(f"{k}:{'x'.join(map(str, d))}" for k, d in v["shapes"].items())
+        con.print(f"  pinned build for {shapes}: {v['kernels']} kernels")
     con.print(
         f"[green]wrote[/] {args.output}: {manifest['kernels']} kernels, fusion={manifest['fusion']}, "
         f"{manifest['precision']}, "

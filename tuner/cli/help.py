@@ -15,8 +15,13 @@ COMMANDS = {
 }
 
 INPUT_SHAPE = (
-    "bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); repeatable, and one flag may hold "
+    "bind an input's shape, NAME:DIMS (e.g. input:1x3x224x224); a dimension may be a range LO..HI "
+    "(x:1x3x48x32..2048): the package then runs every shape in it; repeatable, and one flag may hold "
     "several space-separated NAME:DIMS"
+)
+TUNE_SHAPE = (
+    "with a range in --input-shape: a shape to tune and build for, NAME:DIMS inside the range (inputs that share "
+    "its dimensions may be left out); repeatable, one flag per shape; default: the middle and the top of the ranges"
 )
 CONST = (
     "freeze an input to a constant before import: NAME=VALUE for a scalar (e.g. sr=16000, so branches on it fold),"

@@ -51,12 +51,28 @@ def describe(path: str, m: dict, members: dict) -> dict:
         "memory": m.get("memory"),
         "gpu_rules": m.get("gpu_rules"),
         "preparation": m.get("preparation") or [],
+        "variants": [
+            {
+                "shapes": v["shapes"],
+                "kernels": v["kernels"],
+                "tuned_kernels": (v.get("tuning_db") or {}).get("applied", 0),
+            }
+            for v in m.get("variants") or []
+        ],
         "members": {name: meta["bytes"] for name, meta in m["members"].items()},
     }
 
 
+def _dims(spec: dict) -> str:
+    """An input's shape as --input-shape writes it: 1x3x48x32..2048 for a ranged one."""
+    ranges = spec.get("shape_range")
+    if not ranges:
+        return "x".join(str(d) for d in spec["shape"]) if spec["shape"] else "scalar"
+    return "x".join(str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in ranges)
+
+
 def render(doc: dict) -> None:
-    from tuner.frontend.onnx_model import format_shape
+    from tuner.core.shapes import format_dims as format_shape
 
     con = common.console()
     con.print(f"[bold]{doc['package']}[/]: {doc['model']['file']} (sha256 {doc['model']['sha256'][:12]}…)")
@@ -87,7 +103,15 @@ def render(doc: dict) -> None:
     for note in doc["preparation"]:
         con.print(f"  prepared: {note}")
     for side in ("inputs", "outputs"):
-        con.print(f"  {side}: " + ", ".join(f"{t['name']} {t['dtype']}[{format_shape(t['shape'])}]" for t in doc[side]))
+        con.print(f"  {side}: " + ", ".join(f"{t['name']} {t['dtype']}[{_dims(t)}]" for t in doc[side]))
+    if doc["variants"]:
+        con.print(
+            "  a range of shapes: any shape in it runs on the build over symbolic dimensions; "
+            f"{len(doc['variants'])} tune shape(s) have a build of their own:"
+        )
+        for v in doc["variants"]:
+            shapes = " ".join(f"{n}:{format_shape(d)}" for n, d in v["shapes"].items())
+            con.print(f"    {shapes}: {v['kernels']} kernels, {v['tuned_kernels']} tuned")
     mem = doc.get("memory") or {}
     if mem:
         con.print(

@@ -11,6 +11,7 @@ from tuner.cli import help as H
 def build_parser() -> argparse.ArgumentParser:
     p = common.parser("tune-model")
     common.add_model_args(p)
+    common.add_tune_shape_arg(p)
     common.add_target_arg(p)
     common.add_dtype_arg(p)
     common.add_fusion_arg(p)
@@ -79,7 +80,8 @@ def main(argv: list[str]) -> int:
         render(summary)
     if summary["stopped"] == "interrupted":
         return 130
-    return 0 if (summary.get("verify") or {}).get("ok", True) else 1
+    checks = [summary.get("verify") or {}] + list(summary.get("verify_shapes") or [])
+    return 0 if all(c.get("ok", True) for c in checks) else 1
 
 
 def _tune(args, knobs, shapes, consts, progress) -> dict:
@@ -101,6 +103,7 @@ def _tune(args, knobs, shapes, consts, progress) -> dict:
         verify=not args.no_verify,
         progress=progress,
         verbose=args.verbose,
+        tune_shapes=common.parse_tune_shapes(args),
     )
 
 
@@ -197,4 +200,9 @@ def render(summary) -> None:
     if v:
         verdict = "[green]PASS[/]" if v["ok"] else "[red]FAIL[/]"
         con.print(f"verify vs ONNX Runtime: {verdict} max_abs_err={v['max_abs_err']:.3g}")
+    for check in summary.get("verify_shapes") or []:
+        verdict = "[green]PASS[/]" if check["ok"] else "[red]FAIL[/]"
+        shapes = " ".join(f"{n}:{'x'.join(map(str, d))}" for n, d in check["shapes"].items())
+        where = "a tune shape" if check["tune_shape"] else "the build over the range"
+        con.print(f"verify at {shapes} ({where}): {verdict} max_abs_err={check['max_abs_err']:.3g}")
     con.print(f"[green]wrote[/] {summary['package']}")

@@ -59,6 +59,24 @@ def prepare_output_dir(path: str, force: bool, dry_run: bool = False) -> None:
     os.makedirs(path, exist_ok=True)
 
 
+def _one_shape(shapes, log) -> dict:
+    """The shapes the report measures: a range at its middle, said in the log."""
+    from tuner.core.shapes import pinned_for_report
+
+    shapes, note = pinned_for_report(shapes)
+    if note:
+        log(note)
+    return shapes
+
+
+def _say_cached_db(prepared, spec, log) -> None:
+    from tuner.tuning.database.store import cached_db_dir
+
+    cached = cached_db_dir(prepared, spec)
+    if cached:
+        log(f"untuned variants; the cache holds this model's tuning database: --db {cached} compares tuned builds")
+
+
 def _check_options(spec, db, trials, repeat, ort, runs_here) -> None:
     """Refuse inconsistent options before any work."""
     if db and trials:
@@ -108,14 +126,11 @@ def compare(
     if spec.config.get("num-cores"):
         os.environ.setdefault("TVM_NUM_THREADS", str(spec.config["num-cores"]))
     t_start = time.perf_counter()
+    shapes = _one_shape(shapes, log)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     prepare_output_dir(output_dir, force)
     if not db and not trials:
-        from tuner.tuning.database.store import cached_db_dir
-
-        cached = cached_db_dir(prepared, spec)
-        if cached:
-            log(f"untuned variants; the cache holds this model's tuning database: --db {cached} compares tuned builds")
+        _say_cached_db(prepared, spec, log)
     log(
         f"compare {prepared.name} on {spec.key}: {', '.join(strategies)}"
         + (f", tuned with {trials} trials each" if trials else f", tuned from {db}" if db else ", untuned")

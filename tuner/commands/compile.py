@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from tuner.build.executable import BuildResult, build_prepared, write_build
+from tuner.core.errors import TunerError
 from tuner.core.target import resolve_target
 from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
@@ -23,14 +24,25 @@ def compile_model(
     precision: str | None = None,
     cuda_graph: bool = True,
     layout: str = "auto",
+    tune_shapes: list[dict] | None = None,
 ) -> tuple[BuildResult, dict]:
-    """The `compile` command's work: returns the build and the manifest written to `output`."""
+    """The `compile` command's work: returns the build (for a range of shapes, the generic one) and the manifest
+    written to `output`."""
     strategy = get_strategy(fusion)
     target_spec = resolve_target(target)
     resolve_layout(layout, target_spec)  # refuse a bad layout before any work
     check_writable(output)
     t0 = time.perf_counter()
     prepared = prepare_model(model, shapes, consts, precision=precision)
+    if prepared.ranged:  # one package for every shape in the ranges (tuner/build/ranged.py)
+        from tuner.build.ranged import compile_ranged
+
+        db_dir = resolve_db(db, prepared, target_spec)
+        args = (model, prepared, target_spec, strategy, db_dir, output, tune_shapes, layout, consts, precision)
+        build, manifest = compile_ranged(*args)
+        return build.generic, manifest
+    if tune_shapes:
+        raise TunerError("--tune-shape needs a range in --input-shape", "e.g. --input-shape x:1x3x48x32..2048")
     result = build_prepared(prepared, target_spec, strategy, resolve_db(db, prepared, target_spec), cuda_graph, layout)
     manifest = write_build(result, output, time.perf_counter() - t0)
     return result, manifest

@@ -72,17 +72,17 @@ def tune_model(
     verbose: bool = False,
     precision: str | None = None,
     layout: str = "auto",
+    tune_shapes: list[dict] | None = None,
 ) -> dict:
     """Prepare and lower the model once, tune its kernels into the database (warm-started from `schedules`, see
     tuning.warm_start), build the tuned package, time it against the untuned build in memory and verify it
     against ONNX Runtime."""
-    from tuner.build.executable import build_lowered, lower_prepared, write_build
     from tuner.core.target import resolve_target
     from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
     from tuner.runtime.package import check_writable
     from tuner.transform.layout import resolve_layout
-    from tuner.tuning import Knobs, tune
+    from tuner.tuning import Knobs
     from tuner.tuning.progress import Progress
 
     knobs = knobs or Knobs()
@@ -100,20 +100,41 @@ def tune_model(
     progress.stage("import", model)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     db_dir, warm_from, library_note = _databases(db, schedules, prepared, spec, progress)
-    lowered = lower_prepared(prepared, spec, strategy, layout=layout)
-    if shown and verify and measure_here and not spec.is_gpu and not prepared.consts:
+    if prepared.ranged:  # a package for a range of shapes: tuned at each tune shape (commands/tune_ranged.py)
+        from tuner.commands.tune_ranged import tune_ranged
+
+        opts = dict(tune_shapes=tune_shapes, consts=consts, precision=precision, layout=layout, resume=resume)
+        opts.update(verify=verify, measure_here=measure_here)
+        summary = tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_from, opts, progress)
+        return {**summary, "schedules_note": library_note}
+    if tune_shapes:
+        raise TunerError("--tune-shape needs a range in --input-shape", "e.g. --input-shape x:1x3x48x32..2048")
+    opts = dict(resume=resume, layout=layout, verify=verify, measure_here=measure_here, shown=shown, t0=t0)
+    summary = _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_from, opts, progress)
+    return {**summary, "schedules_note": library_note}
+
+
+def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_from, opts, progress) -> dict:
+    """tune-model of a model pinned to one shape: tune, build with the records that hold in the model, time and
+    verify."""
+    from tuner.build.executable import build_lowered, lower_prepared, write_build
+    from tuner.commands.tuned_package import records_checked_in_model, summary_of, time_and_verify
+    from tuner.tuning import tune
+
+    verify, measure_here, resume = opts["verify"], opts["measure_here"], opts["resume"]
+    lowered = lower_prepared(prepared, spec, strategy, layout=opts["layout"])
+    if opts["shown"] and verify and measure_here and not spec.is_gpu and not prepared.consts:
         _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
-    summary = _summary(model, spec, strategy, prepared, db_dir, result)
-    summary["schedules_note"] = library_note
+    summary = summary_of(model, spec, strategy, prepared, db_dir, result)
     if result.stopped == "interrupted":
         return summary
     progress.stage("build", f"{output}, tuned records from {db_dir}")
     tuned, untuned, left_out = build_lowered(lowered, db_dir), None, {}
     if measure_here and not spec.is_gpu:
-        tuned, untuned, left_out = _records_checked_in_model(lowered, db_dir, tuned, progress)
-    manifest = write_build(tuned, output, time.perf_counter() - t0)
+        tuned, untuned, left_out = records_checked_in_model(lowered, db_dir, tuned, progress)
+    manifest = write_build(tuned, output, time.perf_counter() - opts["t0"])
     summary.update(
         package=output,
         layout=lowered.layout,
@@ -128,7 +149,7 @@ def tune_model(
         return summary
     progress.stage("time", "untuned vs tuned" + (" vs ONNX Runtime, then verify" if verify else ""))
     untuned = untuned or build_lowered(lowered)
-    summary.update(_time_and_verify(output, untuned, manifest, model if verify else None))
+    summary.update(time_and_verify(output, untuned, manifest, model if verify else None))
     return summary
 
 
@@ -148,21 +169,6 @@ def _databases(db, schedules, prepared, spec, progress):
     return db_dir, warm_from, library_note
 
 
-def _records_checked_in_model(lowered, db_dir, tuned, progress):
-    """(the tuned build less the records whose kernels ran slower in the model than their default schedule, the
-    default build, {kernel: (µs with the record, µs without)}); see tuning/in_model.py."""
-    from tuner.build.executable import build_lowered
-    from tuner.build.in_model import slower_in_model
-    from tuner.runtime.inputs import make_inputs
-
-    untuned = build_lowered(lowered)
-    slower = slower_in_model(tuned, untuned, list(make_inputs(_input_specs(lowered.prepared)).values()))
-    if slower:
-        progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
-        tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
-    return tuned, untuned, slower
-
-
 def _reference_stage(progress, model: str, prepared, spec) -> None:
     """ONNX Runtime's latency before tuning starts: the line the live display shows tuning against."""
     import numpy as np
@@ -179,21 +185,6 @@ def _reference_stage(progress, model: str, prepared, spec) -> None:
         return
     progress.reference_ms = ms
     progress.stage("reference", f"ONNX Runtime {ms:.3f} ms (the line to beat)")
-
-
-def _peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
-    """ONNX Runtime as shipped (the headline), without spin-waiting, and OpenVINO f32 when it is installed."""
-    from tuner.report.reference import onnxruntime_session, openvino_runner
-
-    runners = {}
-    for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
-        sess = onnxruntime_session(onnx_path, threads, spinning)
-        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
-        runners[name] = lambda s=sess, f=ort_feed: s.run(None, f)
-    ov = openvino_runner(onnx_path, feed, threads)
-    if ov is not None:
-        runners["openvino"] = ov
-    return runners
 
 
 def _library_note(schedules, warm_from: str | None, spec) -> str | None:
@@ -233,60 +224,3 @@ def _check_measurement(spec, knobs) -> bool:
             "run on a machine with an NVIDIA GPU, or measure on one over RPC: --rpc HOST:PORT:KEY",
         )
     return False
-
-
-def _summary(model, spec, strategy, prepared, db_dir, result) -> dict:
-    return {
-        "model": model,
-        "target": spec.key,
-        "fusion": strategy.name,
-        "precision": prepared.precision,
-        "db": db_dir,
-        "stopped": result.stopped,
-        "trials": result.trials_this_run,
-        "trials_in_db": result.trials_total,
-        "tune_seconds": round(result.wall_s, 1),
-        "shared_workloads": result.shared_workloads,
-        "warm_start": result.warm.to_json() if result.warm else None,
-        "tasks": [s.to_json() for s in result.tasks],
-        "repairs": result.repairs,
-        "package": None,
-    }
-
-
-def _time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None) -> dict:
-    """Untuned (in memory) and tuned (the written package, loaded as a user would) against the peers a user
-    would pick instead, each called as users call it, in alternating blocks in this process
-    (report.timing.alternating_blocks); then the tuned outputs against ONNX Runtime."""
-    import numpy as np
-
-    from tuner.core.stats import compare_latency
-    from tuner.report.timing import alternating_blocks, busy_machine
-    from tuner.runtime import Model, load
-
-    m_tuned = load(package)
-    m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
-    feed = m_tuned.random_inputs()
-    runners = {"untuned": lambda: m_untuned(**feed), "tuned": lambda: m_tuned(**feed)}
-    if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
-        runners.update(_peer_runners(onnx_path, feed, manifest.get("num_threads")))
-    lat = alternating_blocks(runners)
-    out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
-    out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
-    out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
-    for peer, key in (("onnxruntime", "vs_onnxruntime"), ("onnxruntime_no_spin", "vs_onnxruntime_no_spin"),
-                      ("openvino", "vs_openvino")):  # fmt: skip
-        if peer in lat:
-            out[key] = out["latency_ms"]["tuned"] / out["latency_ms"][peer]
-            out[key + "_verdict"] = compare_latency(lat["tuned"], lat[peer])
-    out["timing"] = {
-        "method": "alternating blocks of back-to-back calls, the first of each block dropped",
-        "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
-        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in lat else "not installed",
-        "warning": busy_machine(),
-    }
-    if onnx_path:
-        from tuner.commands.run import verify_against_onnx
-
-        out["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), onnx_path)
-    return out

@@ -170,14 +170,38 @@ def storage(fused_mod, target) -> tuple[int, int]:
     storage_op = tvm.ir.Op.get("relax.memory.alloc_storage")
     tensor_op = tvm.ir.Op.get("relax.memory.alloc_tensor")
     planned = unplanned = 0
+    upper = (planned_mod["main"].attrs or {}).get("tir_var_upper_bound") or {}
     for block in planned_mod["main"].body.blocks:
         for b in block.bindings:
             v = b.value
             if isinstance(v, relax.Call) and v.op == storage_op and isinstance(v.args[0], relax.ShapeExpr):
-                planned += product(int(x) for x in v.args[0].values) or 0
+                planned += product(_at_most(x, upper) for x in v.args[0].values) or 0
             elif isinstance(v, relax.Call) and v.op == tensor_op:
                 unplanned += nbytes(b.var.ty)
     return planned, unplanned
+
+
+def _at_most(size, upper: dict) -> int:
+    """A storage size in bytes; a symbolic one (a ranged build's, the planner could not bound) at the top of the
+    ranges, 0 when it depends on a size with no known top."""
+    from tvm.sym.analyzer import Analyzer
+
+    try:
+        return int(size)
+    except TypeError:
+        analyzer = Analyzer()
+        for var in _free_vars(size):
+            if var.name in upper:
+                analyzer.bind(var, int(upper[var.name]))
+        value = analyzer.simplify(size)
+        return int(value) if hasattr(value, "value") else 0
+
+
+def _free_vars(expr) -> list:
+    import tvm
+    from tvm.tirx.analysis import undefined_vars
+
+    return [v for v in undefined_vars(expr) if isinstance(v, tvm.tirx.Var)]
 
 
 def rewrite_relax_functions(mod, pattern, rewrite):

@@ -18,6 +18,7 @@ import onnx
 
 from tuner.core.errors import NodeRefusal, TunerError, UnsupportedModelError, summarize_native_error
 from tuner.core.native_log import quiet_native_stderr
+from tuner.core.shapes import is_ranged
 from tuner.frontend.checks import iter_nodes, node_label
 from tuner.frontend.onnx_model import PreparedModel
 
@@ -294,7 +295,9 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
         )
     importer_cls = _make_importer_class()
     dtypes = {i.name: i.dtype for i in prepared.inputs}
-    importer = importer_cls(dict(prepared.shapes), dtypes, keep_params_in_input=keep_params, sanitize=True)
+    # a ranged input keeps the symbolic dimensions preparation named in the graph (tuner/core/shapes.py)
+    pinned = {k: v for k, v in prepared.shapes.items() if not is_ranged(v)}
+    importer = importer_cls(pinned, dtypes, keep_params_in_input=keep_params, sanitize=True)
     # The importer prints "Error converting operator ..." on failures, and TVM's C++ side a "BlockBuilder
     # destroyed" warning per unwound block; our error says it better.
     failure = None
@@ -310,6 +313,10 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
     if failure is not None:
         raise failure
     _assign_unnamed_bindings(mod, importer.provenance)
+    bounds = prepared.dim_bounds()
+    if bounds:  # memory planning sizes each intermediate for the top of the ranges, once per VM
+        main = mod["main"].with_attr("tir_var_upper_bound", {k: hi for k, (_, hi) in bounds.items()})
+        mod["main"] = main.with_attr("tir_var_lower_bound", {k: lo for k, (lo, _) in bounds.items()})
     return mod, importer.provenance
 
 

@@ -18,8 +18,10 @@ from onnx import numpy_helper
 
 from tuner.core.errors import TunerError
 from tuner.core.native_log import quiet_native_output
+from tuner.core.shapes import DimRange, any_ranged, is_ranged, normalize_shapes, pinned_at
 from tuner.frontend.checks import check_meaningful, check_opset, default_opset, iter_nodes, node_label, run_checker  # noqa: F401  (re-exports)
 from tuner.frontend.index_ranges import index_ranges
+from tuner.frontend.shape_binding import bind_shapes, symbolic_dim_names
 from tuner.frontend.shape_inputs import needs_shape_folding
 
 
@@ -39,11 +41,6 @@ class TensorInfo:
     def describe(self) -> str:
         dims = "x".join(str(d) if d is not None else "?" for d in self.shape) if self.shape else "scalar"
         return f"{self.name}: {self.dtype}[{dims}]"
-
-
-def format_shape(shape) -> str:
-    """(1, 3, 8, 8) -> "1x3x8x8", as --input-shape writes it."""
-    return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
 def sha256_file(path: str) -> str:
@@ -148,12 +145,33 @@ class PreparedModel:
     def name(self) -> str:
         return os.path.splitext(os.path.basename(self.path))[0]
 
+    @property
+    def ranged(self) -> bool:
+        return any_ranged(self.shapes)
+
+    def dim_bounds(self) -> dict[str, tuple[int, int]]:
+        """{symbolic dimension: (lo, hi)} of the ranged inputs."""
+        names = symbolic_dim_names({i.name: i for i in self.inputs}, self.shapes)
+        out = {}
+        for name, row in names.items():
+            for d, dim_name in zip(self.shapes[name], row):
+                if dim_name is not None:
+                    out[dim_name] = (d.lo, d.hi)
+        return out
+
     def input_specs(self) -> list[dict]:
-        """The inputs as the package's manifest describes them: name, bound shape, dtype, and for an input that
-        indexes a tensor its valid range (checked at every call)."""
+        """The inputs as the package's manifest describes them: name, shape, dtype; for a ranged input the range of
+        each dimension and the names that tie dimensions of several inputs together (`shape` is then the middle
+        of the ranges, the shape generated inputs take); for an input that indexes a tensor its valid range
+        (checked at every call)."""
         specs = []
+        names = symbolic_dim_names({i.name: i for i in self.inputs}, self.shapes)
         for i in self.inputs:
-            spec = {"name": i.name, "shape": list(self.shapes[i.name]), "dtype": i.dtype}
+            shape = self.shapes[i.name]
+            spec = {"name": i.name, "shape": list(pinned_at({0: shape}, lambda r: r.mid)[0]), "dtype": i.dtype}
+            if is_ranged(shape):
+                spec.update(shape_range=[[d.lo, d.hi] if isinstance(d, DimRange) else [d, d] for d in shape])
+                spec.update(dim_names=names[i.name])
             if i.name in self.index_ranges:
                 spec.update(self.index_ranges[i.name].to_json())
             specs.append(spec)
@@ -197,52 +215,6 @@ def _const_array(info: TensorInfo, value) -> np.ndarray:
     return arr
 
 
-def _bind_shapes(model: onnx.ModelProto, shapes: dict, path: str) -> dict[str, tuple[int, ...]]:
-    inputs = {i.name: i for i in graph_inputs(model)}
-    for name in shapes:
-        if name not in inputs:
-            raise TunerError(
-                f"--input-shape {name}: {path} has no input named {name!r}",
-                f"inputs are: {', '.join(i.describe() for i in inputs.values()) or '(none)'}",
-            )
-    bound: dict[str, tuple[int, ...]] = {}
-    missing = []
-    for name, info in inputs.items():
-        if name in shapes:
-            want = shapes[name]
-            if info.shape != [None] and len(info.shape) != len(want):
-                raise TunerError(
-                    f"--input-shape {name}:{format_shape(want)} has rank {len(want)}, "
-                    f"but input {info.describe()} has rank {len(info.shape)}"
-                )
-            for d_model, d_want in zip(info.shape, want):
-                if isinstance(d_model, int) and d_model != d_want:
-                    raise TunerError(
-                        f"--input-shape {name}:{format_shape(want)} contradicts the model's fixed "
-                        f"shape {info.describe()}"
-                    )
-            bound[name] = tuple(want)
-        elif info.dynamic_dims or info.shape == [None]:
-            missing.append(info)
-        else:
-            bound[name] = tuple(info.shape)
-    if missing:
-        example = " ".join(
-            f"{i.name}:{'x'.join(str(d) if isinstance(d, int) else '1' for d in i.shape)}" for i in missing
-        )
-        raise TunerError(
-            f"{path}: dynamic dimensions need --input-shape: " + ", ".join(i.describe() for i in missing),
-            f"bind them, e.g. --input-shape {example!r}",
-        )
-    for vi in model.graph.input:
-        if vi.name in bound:
-            dims = vi.type.tensor_type.shape.dim
-            del dims[:]
-            for d in bound[vi.name]:
-                dims.add().dim_value = d
-    return bound
-
-
 def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:
     import onnxsim  # heavy; only when folding is needed
 
@@ -257,7 +229,9 @@ def _simplify_checked(onnxsim, model, shapes, path):
     try:
         # skip_fuse_bn: keep BatchNorm visible so our own fusion (and the compare report) decide about it.
         simplified, ok = onnxsim.simplify(
-            model, overwrite_input_shapes={k: list(v) for k, v in shapes.items()}, skip_fuse_bn=True
+            model,
+            overwrite_input_shapes={k: list(v) for k, v in shapes.items() if not is_ranged(v)},
+            skip_fuse_bn=True,
         )
     except Exception as err:
         raise TunerError(
@@ -340,7 +314,7 @@ def prepare_model(
         digest = sha256_file(path)
     constants_as_tensors(model)
     notes = _freeze_consts(model, consts or {}, path) if consts else []
-    bound = _bind_shapes(model, dict(shapes or {}), path)
+    bound = bind_shapes(model, {i.name: i for i in graph_inputs(model)}, normalize_shapes(shapes), path)
     from tuner.frontend.if_folding import fold_constant_ifs
 
     taken = fold_constant_ifs(model)

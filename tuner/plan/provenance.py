@@ -26,6 +26,7 @@ def build_plan(
     layout: str = "auto",
 ) -> FusionPlan:
     """Import, lower unfused and grouped, match the groups back to ONNX nodes, and say why each boundary is there."""
+    from tuner.core.shapes import pinned_for_report
     from tuner.core.target import TargetSpec, resolve_target
     from tuner.frontend.onnx_model import prepare_model
     from tuner.fusion import get_strategy
@@ -33,6 +34,7 @@ def build_plan(
 
     strategy = get_strategy(fusion)
     spec = target if isinstance(target, TargetSpec) else resolve_target(target)
+    shapes, ranged_note = pinned_for_report(shapes)
     prepared = prepare_model(model, shapes, consts, precision=precision)
     mod, _, prov = import_model(prepared)
     unfused = lower(mod, spec, get_strategy("none"), layout=layout)
@@ -48,7 +50,8 @@ def build_plan(
         refused.setdefault(var, f"pattern check failed ({cand}): {why}")
     from tuner.transform.layout import layout_fallback
 
-    notes = list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
+    notes = [ranged_note] if ranged_note else []
+    notes += list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
     if layout_fallback(grouped):
         notes.append(f"layout: {layout_fallback(grouped)}")
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)

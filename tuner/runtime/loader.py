@@ -59,14 +59,16 @@ def _configure_threads(manifest: dict) -> None:
 class Model:
     """A loaded package. Call it with numpy arrays; get {output name: array}."""
 
-    def __init__(self, path: str, manifest: dict, vm, device, params):
+    def __init__(self, path: str, manifest: dict, vm, device, params, variants: dict | None = None):
         self.path = path
         self.manifest = manifest
         self._vm = vm
+        # packages for a range of shapes: {input shapes: VM} of the builds pinned to the tune shapes; every other
+        # shape in the range runs on `vm`, the build over symbolic dimensions
+        self._variants = variants or {}
         self._device = device
         self._params = params
-        self._input_buffers = None
-        self._input_views = None
+        self._buffers: dict[tuple, tuple] = {}  # input shapes -> (device buffers, numpy views over them)
         # One call at a time: the VM's memory pool and our input buffers are one per Model, and each call already
         # runs on every core of TVM's pool (calls side by side would only share those cores). Checking the inputs
         # happens outside it.
@@ -114,13 +116,10 @@ class Model:
                 "pass every input: " + ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in self.inputs),
             )
         arrays = []
+        sizes: dict[str, tuple[int, str]] = {}  # symbolic dimension -> (size, input that set it)
         for spec in self.inputs:
             arr = np.asarray(given[spec["name"]])
-            if tuple(arr.shape) != tuple(spec["shape"]):
-                raise TunerError(
-                    f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
-                    "rebuild with --input-shape for other shapes",
-                )
+            check_shape(arr, spec, sizes)
             if arr.dtype != np.dtype(spec["dtype"]):
                 raise TunerError(
                     f"input {spec['name']!r}: dtype {arr.dtype}, the package expects {spec['dtype']}",
@@ -132,28 +131,39 @@ class Model:
         return arrays
 
     def _to_device(self, arrays):
-        """The inputs copied into device buffers allocated once per Model (a new tensor per call cost 3x the copy).
-        On the CPU the copy goes through a numpy view of each buffer: np.copyto ~1 us against TVM's copyfrom ~6 us
-        per input, ~12 of a 0.06 ms call on the synthetic transformer. Called under the Model's lock."""
+        """The inputs copied into device buffers allocated once per Model and input shape (a new tensor per call
+        cost 3x the copy; a ranged package keeps the buffers of its last few shapes). On the CPU the copy goes
+        through a numpy view of each buffer: np.copyto ~1 us against TVM's copyfrom ~6 us per input, ~12 of a
+        0.06 ms call on the synthetic transformer. Called under the Model's lock."""
         import tvm
 
+        key = tuple(a.shape for a in arrays)
         try:
-            if self._input_buffers is None:
-                self._input_buffers = [tvm.runtime.empty(a.shape, str(a.dtype), self._device) for a in arrays]
-                self._input_views = [_host_view(b) for b in self._input_buffers]
-            for buf, view, a in zip(self._input_buffers, self._input_views, arrays):
+            if key not in self._buffers:
+                if len(self._buffers) >= _KEPT_SHAPES:
+                    self._buffers.pop(next(iter(self._buffers)))
+                buffers = [tvm.runtime.empty(a.shape, str(a.dtype), self._device) for a in arrays]
+                self._buffers[key] = (buffers, [_host_view(b) for b in buffers])
+            buffers, views = self._buffers[key]
+            for buf, view, a in zip(buffers, views, arrays):
                 if view is None:
                     buf.copyfrom(a)
                 else:
                     np.copyto(view, a, casting="no")
-            return self._input_buffers
+            return buffers
         except Exception as err:
             raise out_of_memory(err, self.path, self.manifest, self._device, "copying the inputs") or err  # noqa: B904
+
+    def _vm_for(self, tensors):
+        """The build for these input shapes: the one pinned to them when they are a tune shape, else the generic."""
+        if not self._variants:
+            return self._vm
+        return self._variants.get(tuple(tuple(t.shape) for t in tensors), self._vm)
 
     def _invoke(self, tensors):
         args = list(tensors) + (list(self._params) if self._params is not None else [])
         try:
-            return self._vm["main"](*args)
+            return self._vm_for(tensors)["main"](*args)
         except Exception as err:
             raise out_of_memory(err, self.path, self.manifest, self._device, "running the model") or err  # noqa: B904
 
@@ -236,7 +246,8 @@ class Model:
         with self._lock:
             self._threads.fixed()
             tensors = self._to_device(arrays)
-            per_call = profile_calls(self._vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
+            vm = self._vm_for(tensors)
+            per_call = profile_calls(vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
             {"name": k, "calls": c["calls"], "ms": c["total_us"] / 1e3, "share": c["total_us"] / whole}
@@ -246,6 +257,38 @@ class Model:
 
     def random_inputs(self, seed: int = 0, fill: str = "random") -> dict[str, np.ndarray]:
         return make_inputs(self.inputs, seed=seed, fill=fill)
+
+
+_KEPT_SHAPES = 8  # input buffers kept per Model, one set per recent input shape
+
+
+def check_shape(arr: np.ndarray, spec: dict, sizes: dict) -> None:
+    """The input's shape against the package's: equal for a pinned input; for a ranged one each dimension inside
+    its range, and a dimension that several inputs share (input_ids and attention_mask) the same in all."""
+    ranges = spec.get("shape_range")
+    if ranges is None:
+        if tuple(arr.shape) != tuple(spec["shape"]):
+            raise TunerError(
+                f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
+                "rebuild with --input-shape for other shapes (a range, LO..HI, takes any size in it)",
+            )
+        return
+    want = "x".join(f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in ranges)
+    if arr.ndim != len(ranges) or any(not lo <= d <= hi for d, (lo, hi) in zip(arr.shape, ranges)):
+        raise TunerError(
+            f"input {spec['name']!r}: shape {list(arr.shape)} is outside the package's range {want}",
+            "pass a shape inside the range, or rebuild with a wider --input-shape range",
+        )
+    for axis, (d, dim_name) in enumerate(zip(arr.shape, spec.get("dim_names") or [])):
+        if dim_name is None:
+            continue
+        seen, where = sizes.setdefault(dim_name, (d, spec["name"]))
+        if seen != d:
+            raise TunerError(
+                f"input {spec['name']!r}: dimension {axis} is {d}, but {where!r} has {seen} for the same dimension "
+                f"{dim_name!r}",
+                "the model needs one size for both",
+            )
 
 
 def _pool_threads() -> int:
@@ -310,13 +353,24 @@ def _load(path: str, device: str | None) -> Model:
         from tuner.runtime.device_code import serve
 
         serve(path, manifest, members)  # TVM compiles CUDA at load: hand it the packaged fatbin instead
-    _check_library(members[LIBRARY], path)
     _sweep_stale_copies()
+    vm = _load_vm(path, manifest, members[LIBRARY], dev, tvm, VirtualMachine)
+    variants = {
+        tuple(tuple(v["shapes"][i["name"]]) for i in manifest["inputs"]): _load_vm(
+            path, manifest, members[v["library"]], dev, tvm, VirtualMachine
+        )
+        for v in manifest.get("variants") or []
+    }
+    return Model(path, manifest, vm, dev, None, variants)
+
+
+def _load_vm(path: str, manifest: dict, library: bytes, dev, tvm, VirtualMachine):  # noqa: N803
+    _check_library(library, path)
     # the pid in the name lets a later load remove this copy if the process dies inside dlopen
     with tempfile.TemporaryDirectory(prefix=f"ftpkg-{os.getpid()}-") as tmp:
         lib_path = os.path.join(tmp, LIBRARY)
         with open(lib_path, "wb") as f:
-            f.write(members[LIBRARY])
+            f.write(library)
         try:
             lib = tvm.runtime.load_module(lib_path)
         except Exception as err:
@@ -325,7 +379,7 @@ def _load(path: str, device: str | None) -> Model:
                 "the package was built for another platform; rebuild it here",
             ) from err
     try:
-        vm = VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
+        return VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
     except Exception as err:
         raise (
             out_of_memory(err, path, manifest, dev, "loading the weights")
@@ -334,4 +388,3 @@ def _load(path: str, device: str | None) -> Model:
                 "the package is damaged; rebuild it",
             )
         ) from err
-    return Model(path, manifest, vm, dev, None)

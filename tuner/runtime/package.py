@@ -5,7 +5,9 @@ Members:
                   strategy, kernel count, tuning-database digest, build time, and sha256 of every other member
   digest.sha256   sha256 of manifest.json's bytes: with the members' checksums inside the manifest, one digest
                   covers the whole package, and it is checked before anything is parsed or loaded
-  model.so        the Relax VM executable (weights bound as constants, embedded)
+  model.so        the Relax VM executable (weights bound as constants, embedded); for a range of shapes, the build
+                  over symbolic dimensions
+  variants/N.so   packages for a range of shapes: the builds pinned to each tune shape (manifest `variants`)
   device/kernels.sm_XX.fatbin   CUDA packages: device code compiled at build time (tuner.runtime.device_code)
 
 Written to a temporary file and renamed, so a failed build never leaves a half-written package.
@@ -145,6 +147,8 @@ def validate_manifest(m: dict, path: str) -> None:
             for d in need(spec, "shape", list, where):
                 if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d <= MAX_DIM:
                     bad(where + "shape", f"has {d!r}: dimensions are integers in [0, {MAX_DIM}]")
+            if side == "inputs":
+                _validate_shape_range(spec, where, bad)
             if "range" in spec:  # an index input's valid values (optional: packages before it lack it)
                 r = spec["range"]
                 if not (isinstance(r, list) and len(r) == 2 and all(type(v) is int for v in r) and r[0] <= r[1]):
@@ -165,6 +169,47 @@ def validate_manifest(m: dict, path: str) -> None:
     for name, meta in need(m, "members", dict).items():
         need(meta, "sha256", str, f"members.{name}.")
         need(meta, "bytes", int, f"members.{name}.")
+    _validate_variants(m, bad)
+
+
+def _validate_shape_range(spec: dict, where: str, bad) -> None:
+    """A ranged input (optional: pinned packages lack it): [lo, hi] per dimension, the shape inside it, and a
+    dimension name (or null) per dimension."""
+    if "shape_range" not in spec:
+        return
+    r, names = spec["shape_range"], spec.get("dim_names")
+    ok = isinstance(r, list) and len(r) == len(spec["shape"])
+    ok = ok and all(
+        isinstance(d, list) and len(d) == 2 and all(type(v) is int for v in d) and 0 <= d[0] <= d[1] <= MAX_DIM
+        for d in r
+    )
+    if not ok or not all(lo <= x <= hi for x, (lo, hi) in zip(spec["shape"], r)):
+        bad(where + "shape_range", f"is {r!r}: [lowest, highest] per dimension, around shape")
+    if not (isinstance(names, list) and len(names) == len(r) and all(n is None or isinstance(n, str) for n in names)):
+        bad(where + "dim_names", f"is {names!r}: a name or null per dimension")
+
+
+def _validate_variants(m: dict, bad) -> None:
+    """Builds pinned to a tune shape (optional): each a member library and a shape per input inside its range."""
+    variants = m.get("variants")
+    if variants is None:
+        return
+    if not isinstance(variants, list):
+        bad("variants", "is not a list")
+    names = [i["name"] for i in m["inputs"]]
+    for k, v in enumerate(variants):
+        where = f"variants[{k}]."
+        if not isinstance(v, dict) or v.get("library") not in m["members"]:
+            bad(where + "library", "is not a member of the package")
+        shapes = v.get("shapes")
+        if not isinstance(shapes, dict) or sorted(shapes) != sorted(names):
+            bad(where + "shapes", "does not give a shape for every input")
+        for spec in m["inputs"]:
+            got, r = shapes[spec["name"]], spec.get("shape_range") or [[d, d] for d in spec["shape"]]
+            if not (isinstance(got, list) and len(got) == len(r)) or not all(
+                type(d) is int and lo <= d <= hi for d, (lo, hi) in zip(got, r)
+            ):
+                bad(where + "shapes", f"gives {spec['name']} {got!r}, outside its range")
 
 
 def _as_tuple(types):

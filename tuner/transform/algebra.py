@@ -95,9 +95,8 @@ def sum_to_add(mod):
         if not isinstance(items, relax.Tuple) or len(items.fields) < 2:
             return expr
         fields = list(items.fields)
-        shape = _static_shape(expr)
-        if shape is None or any(_static_shape(f) != shape for f in fields):
-            return expr  # operands that broadcast against each other: keep the stack
+        if not all(_same_shape(f, expr) for f in fields):
+            return expr  # operands that broadcast against each other (or shapes unknown): keep the stack
         out = fields[0]
         for f in fields[1:]:
             out = relax.op.add(out, f)
@@ -120,18 +119,27 @@ def _through_same_shape_broadcast(expr):
 
     if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.broadcast_to":
         inner = expr.args[0]
-        if _static_shape(inner) == _static_shape(expr):
+        if _same_shape(inner, expr):
             return inner
     return expr
 
 
-def _static_shape(expr):
+def _same_shape(a, b) -> bool:
+    """Both shapes known and provably equal; symbolic dimensions compare by variable (a dim `n` equals `n`)."""
+    sa, sb = _shape_values(a), _shape_values(b)
+    if sa is None or sb is None or len(sa) != len(sb):
+        return False
+    from tvm.sym.analyzer import Analyzer
+
+    analyzer = Analyzer()
+    return all(analyzer.can_prove_equal(x, y) for x, y in zip(sa, sb))
+
+
+def _shape_values(expr):
     from tvm import relax
 
     ty = getattr(expr, "ty", None)  # TVM 0.27's struct info; a matched Call may not be normalized yet
     if not isinstance(ty, relax.TensorType) or ty.shape is None:
         return None
-    try:
-        return tuple(int(d) for d in ty.shape.values)
-    except (TypeError, AttributeError):
-        return None
+    values = getattr(ty.shape, "values", None)  # a ShapeExpr; a shape held in a variable has none
+    return None if values is None else list(values)

@@ -14,11 +14,13 @@ from tuner.frontend.converters import (
     quantized,
     recurrent,
     resize,
+    shapes,
     windows,
 )
 from tuner.frontend.converters.attrs import OPSET  # noqa: F401  (re-exported for the importer)
 
 CONVERTERS = {
+    "Range": shapes.range_,
     "LSTM": lambda bb, inputs, attrs: recurrent.convert("LSTM", bb, inputs, attrs),
     "GRU": lambda bb, inputs, attrs: recurrent.convert("GRU", bb, inputs, attrs),
     "RNN": lambda bb, inputs, attrs: recurrent.convert("RNN", bb, inputs, attrs),

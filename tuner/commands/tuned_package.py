@@ -1,0 +1,91 @@
+"""What tune-model does with a tuned build, pinned or ranged: its records checked in the model, its summary,
+and its timing against the untuned build and the peers, then its verification."""
+
+from __future__ import annotations
+
+
+def records_checked_in_model(lowered, db_dir, tuned, progress):
+    """(the tuned build less the records whose kernels ran slower in the model than their default schedule, the
+    default build, {kernel: (µs with the record, µs without)}); see tuning/in_model.py."""
+    from tuner.build.executable import build_lowered
+    from tuner.build.in_model import slower_in_model
+    from tuner.runtime.inputs import make_inputs
+
+    untuned = build_lowered(lowered)
+    slower = slower_in_model(tuned, untuned, list(make_inputs(lowered.prepared.input_specs()).values()))
+    if slower:
+        progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
+        tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
+    return tuned, untuned, slower
+
+
+def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
+    """ONNX Runtime as shipped (the headline), without spin-waiting, and OpenVINO f32 when it is installed."""
+    from tuner.report.reference import onnxruntime_session, openvino_runner
+
+    runners = {}
+    for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
+        sess = onnxruntime_session(onnx_path, threads, spinning)
+        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+        runners[name] = lambda s=sess, f=ort_feed: s.run(None, f)
+    ov = openvino_runner(onnx_path, feed, threads)
+    if ov is not None:
+        runners["openvino"] = ov
+    return runners
+
+
+def summary_of(model, spec, strategy, prepared, db_dir, result) -> dict:
+    return {
+        "model": model,
+        "target": spec.key,
+        "fusion": strategy.name,
+        "precision": prepared.precision,
+        "db": db_dir,
+        "stopped": result.stopped,
+        "trials": result.trials_this_run,
+        "trials_in_db": result.trials_total,
+        "tune_seconds": round(result.wall_s, 1),
+        "shared_workloads": result.shared_workloads,
+        "warm_start": result.warm.to_json() if result.warm else None,
+        "tasks": [s.to_json() for s in result.tasks],
+        "repairs": result.repairs,
+        "package": None,
+    }
+
+
+def time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None) -> dict:
+    """Untuned (in memory) and tuned (the written package, loaded as a user would) against the peers a user
+    would pick instead, each called as users call it, in alternating blocks in this process
+    (report.timing.alternating_blocks); then the tuned outputs against ONNX Runtime."""
+    import numpy as np
+
+    from tuner.core.stats import compare_latency
+    from tuner.report.timing import alternating_blocks, busy_machine
+    from tuner.runtime import Model, load
+
+    m_tuned = load(package)
+    m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
+    feed = m_tuned.random_inputs()
+    runners = {"untuned": lambda: m_untuned(**feed), "tuned": lambda: m_tuned(**feed)}
+    if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
+        runners.update(peer_runners(onnx_path, feed, manifest.get("num_threads")))
+    lat = alternating_blocks(runners)
+    out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
+    out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
+    out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
+    for peer, key in (("onnxruntime", "vs_onnxruntime"), ("onnxruntime_no_spin", "vs_onnxruntime_no_spin"),
+                      ("openvino", "vs_openvino")):  # fmt: skip
+        if peer in lat:
+            out[key] = out["latency_ms"]["tuned"] / out["latency_ms"][peer]
+            out[key + "_verdict"] = compare_latency(lat["tuned"], lat[peer])
+    out["timing"] = {
+        "method": "alternating blocks of back-to-back calls, the first of each block dropped",
+        "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
+        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in lat else "not installed",
+        "warning": busy_machine(),
+    }
+    if onnx_path:
+        from tuner.commands.run import verify_against_onnx
+
+        out["verify"] = verify_against_onnx(m_tuned, feed, m_tuned(**feed), onnx_path)
+    return out
