@@ -10,17 +10,22 @@ from __future__ import annotations
 
 
 def range_(bb, inputs, attrs):
-    """Range(start, limit, delta) with constant start and delta and a symbolic limit; None for anything else."""
+    """Range(start, limit, delta) with constant start and delta and a limit that is a size (symbolic, or a
+    pinned dimension's number); None for anything else."""
     import tvm
     from tvm import relax
 
     start, limit, delta = inputs
     s, d = _int_scalar(start), _int_scalar(delta)
-    if s is None or d is None or d == 0 or not tvm.ir.is_prim_expr(limit) or isinstance(limit, tvm.tirx.IntImm):
+    if s is None or d is None or d == 0 or not tvm.ir.is_prim_expr(limit):
         return None
     dtype = str(start.ty.dtype)
     if dtype not in ("int32", "int64"):
         return None
+    if isinstance(limit, tvm.tirx.IntImm):  # a size that became a number (a pinned dimension): a constant
+        import numpy as np
+
+        return relax.const(np.arange(s, int(limit.value), d, dtype=dtype), dtype)
     if str(limit.ty) != "int64":
         limit = tvm.tirx.Cast("int64", limit)
     return relax.op.arange(s, limit, d, dtype)
