@@ -190,14 +190,15 @@ def _at_most(size, upper: dict) -> int:
         return int(size)
     except TypeError:
         analyzer = Analyzer()
-        for var in _free_vars(size):
+        for var in free_vars(size):
             if var.name in upper:
                 analyzer.bind(var, int(upper[var.name]))
         value = analyzer.simplify(size)
         return int(value) if hasattr(value, "value") else 0
 
 
-def _free_vars(expr) -> list:
+def free_vars(expr) -> list:
+    """The variables of a size expression (symbolic dimensions)."""
     import tvm
     from tvm.tirx.analysis import undefined_vars
 

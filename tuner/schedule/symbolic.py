@@ -125,11 +125,12 @@ def replay(trace, func):
 def pad_symbolic_einsums(func, multiple: int = PAD):
     """The kernel with every einsum (matmul, conv, ...) over a symbolic spatial axis computed on that axis rounded
     up to `multiple` (`Schedule.pad_einsum`: the inputs copied into zero-padded buffers, the result cut back).
-    Returns (func, multiple), or (func, 1) where nothing was padded."""
+    Returns (func, multiple); (func, 1) where nothing was padded, (func, 0) where such an einsum would not pad
+    (a conv: it reads `x[h + rh]`, and pad_einsum takes point accesses only)."""
     import tvm
     from tvm.s_tir import Schedule
 
-    sch, padded = Schedule(func), False
+    sch, padded, refused = Schedule(func), False, False
     for block in _blocks(sch, func):
         stmt = sch.get(block)
         iters = stmt.iter_vars
@@ -141,9 +142,9 @@ def pad_symbolic_einsums(func, multiple: int = PAD):
         try:
             sch.pad_einsum(block, [multiple if s else 1 for s in sym])
             padded = True
-        except Exception:  # not an einsum (softmax, a reduction with an epilogue inside): left unpadded
-            continue
-    return (sch.mod["main"], multiple) if padded else (func, 1)
+        except Exception:  # not a point-access einsum (a conv, softmax): left unpadded
+            refused = True
+    return (sch.mod["main"], multiple) if padded else (func, 0 if refused else 1)
 
 
 def _blocks(sch, func):
@@ -207,6 +208,47 @@ def static_schedule(static, target, lanes: int, db=None):
     return (sch, "default") if sch is not None else (None, None)
 
 
+def untileable_values(func, values: dict[str, int], window: int = 48) -> dict[str, int]:
+    """Sizes near `values` at which every symbolic loop of the kernel has no divisor from 2 to 16. The replay
+    cannot block a symbolic loop that is not padded (its tile would need a guard); at such sizes the default
+    schedule does not block it either and puts its register blocks on the constant axes (a conv's height,
+    channels) instead of losing them. `values` itself when no size in the window does that."""
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.sym.analyzer import Analyzer
+
+    from tuner.core.ir import free_vars
+
+    sch = Schedule(func)
+    extents = [
+        sch.get(lp).extent
+        for b in _blocks(sch, func)
+        for lp in sch.get_loops(b)
+        if not isinstance(sch.get(lp).extent, tvm.tirx.IntImm)
+    ]
+    names = sorted(values)
+    if len(names) != 1 or not extents:  # one symbolic size: search it; several: leave them
+        return values
+    var_of = {v.name: v for e in extents for v in free_vars(e)}
+    if names[0] not in var_of:
+        return values
+    target = values[names[0]]
+    for delta in sorted(range(-window, window + 1), key=abs):
+        size = target + delta
+        if size < 1:
+            continue
+        analyzer = Analyzer()
+        analyzer.bind(var_of[names[0]], size)
+        got = [analyzer.simplify(e) for e in extents]
+        if all(hasattr(g, "value") and _no_small_divisor(int(g.value)) for g in got):
+            return {names[0]: size}
+    return values
+
+
+def _no_small_divisor(n: int) -> bool:
+    return n > 16 and all(n % d for d in range(2, 17))
+
+
 def schedule_symbolic(mod, target_spec, values: dict[str, int], db=None, skip=frozenset()) -> tuple[object, dict]:
     """(module, {kernel: "tuned" | "default"}): every unscheduled kernel over symbolic extents scheduled as its
     specialisation at `values` ({dimension: size}) is; kernels whose schedule does not replay stay as they are
@@ -231,8 +273,10 @@ def schedule_symbolic(mod, target_spec, values: dict[str, int], db=None, skip=fr
             continue
         try:
             padded_func, padded = pad_symbolic_einsums(func)
+            # a conv's symbolic axis takes no register blocks: at the twin's size, nor should its schedule
+            twin = untileable_values(func, values) if padded == 0 else values
             # a tuned record is of the unpadded kernel: it schedules only what is not padded
-            sch, source = static_schedule(bind_dims(padded_func, values), target, lanes, db if padded == 1 else None)
+            sch, source = static_schedule(bind_dims(padded_func, twin), target, lanes, db if padded <= 1 else None)
             if sch is None:
                 continue
             scheduled = replay(sch.trace, padded_func).mod["main"].with_attr("tirx.is_scheduled", True)
