@@ -3,6 +3,8 @@ and lowering, the symbolic schedule replay, and ranged packages against ONNX Run
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,25 @@ def test_manifest_ranges_are_validated(line_reader_package, cnn_package):
     bad["variants"][0]["shapes"]["image"][3] = 4096
     with pytest.raises(TunerError, match="outside its range"):
         validate_manifest(bad, "x.ftpkg")
+
+
+@pytest.mark.slow
+def test_tune_model_over_a_range_tunes_each_tune_shape_and_verifies_across_it(line_reader, tmp_path):
+    """tune-model with a range: both tune shapes tuned into the one database, and the package verified against ONNX
+    Runtime at the first tune shape, at the ends of the range and between."""
+    import json
+
+    from conftest import run_cli
+
+    out, db = str(tmp_path / "lr.ftpkg"), str(tmp_path / "db")
+    args = ["tune-model", line_reader, "--input-shape", "image:1x3x16x8..512", "--tune-shape", "image:1x3x16x64"]
+    proc = run_cli(*args, "--tune-shape", "image:1x3x16x200", "--trials", "8", "--db", db, "-o", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["tune_shapes"] == [{"image": [1, 3, 16, 64]}, {"image": [1, 3, 16, 200]}]
+    assert summary["trials"] > 0 and summary["verify"]["ok"]
+    checks = summary["verify_shapes"]
+    widths = [c["shapes"]["image"][3] for c in checks]
+    assert widths[0] == 8 and widths[-1] == 512 and len(widths) == 3 and all(c["ok"] for c in checks)
+    with open(os.path.join(db, "database_tuning_record.json")) as f:
+        assert sum(1 for line in f if line.strip()) > 0

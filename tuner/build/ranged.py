@@ -117,8 +117,12 @@ def write_ranged(build: RangedBuild, output: str, build_seconds: float) -> dict:
     generic = build.generic
     members = {LIBRARY: export_library_bytes(generic.executable, generic.target)}
     manifest = manifest_for(generic, build_seconds)
-    # outputs at the shape of `inputs[].shape` (the first tune shape's build says them), sizes by the inputs'
-    manifest["outputs"] = output_specs(build.variants[0][1]) if build.variants else _sized(manifest["outputs"])
+    if build.variants:  # `inputs[].shape` (what generated inputs take) is the first tune shape, outputs at it
+        first = build.variants[0][0]
+        manifest["inputs"] = [{**spec, "shape": list(first[spec["name"]])} for spec in manifest["inputs"]]
+        manifest["outputs"] = output_specs(build.variants[0][1])
+    else:
+        manifest["outputs"] = _sized(manifest["outputs"])
     manifest["variants"] = []
     for k, (pinned, result) in enumerate(build.variants):
         name = f"variants/{k}.so"

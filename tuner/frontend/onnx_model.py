@@ -162,8 +162,8 @@ class PreparedModel:
     def input_specs(self) -> list[dict]:
         """The inputs as the package's manifest describes them: name, shape, dtype; for a ranged input the range of
         each dimension and the names that tie dimensions of several inputs together (`shape` is then the middle
-        of the ranges, the shape generated inputs take); for an input that indexes a tensor its valid range
-        (checked at every call)."""
+        of the ranges; a package makes it its first tune shape, the shape generated inputs take); for an input
+        that indexes a tensor its valid range (checked at every call)."""
         specs = []
         names = symbolic_dim_names({i.name: i for i in self.inputs}, self.shapes)
         for i in self.inputs:
