@@ -267,10 +267,13 @@ def export_library_bytes(executable, target_spec: TargetSpec) -> bytes:
     import contextlib
     import io
 
+    from tuner.core.native_log import quiet_native_stderr
+
     with tempfile.TemporaryDirectory(prefix="ftbuild-") as tmp:
         path = os.path.join(tmp, "model.so")
-        # export_library prints harmless "Scope Saving" chatter on stdout.
-        with contextlib.redirect_stdout(io.StringIO()):
+        # export_library prints harmless "Scope Saving" chatter, in Python on stdout and in C++ on fd 2 (a line
+        # per function: 191 lines for a ranged package through the Python API, which has no command's log file)
+        with contextlib.redirect_stdout(io.StringIO()), quiet_native_stderr():
             executable.export_library(path)
         with open(path, "rb") as f:
             return f.read()

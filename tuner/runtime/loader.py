@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from tuner.core.errors import TunerError
+from tuner.core.native_log import quiet_native_stderr
 from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible
 from tuner.runtime.inputs import make_inputs, mib, spec_nbytes
 from tuner.runtime.package import LIBRARY, read_package
@@ -372,14 +373,16 @@ def _load_vm(path: str, manifest: dict, library: bytes, dev, tvm, VirtualMachine
         with open(lib_path, "wb") as f:
             f.write(library)
         try:
-            lib = tvm.runtime.load_module(lib_path)
+            with quiet_native_stderr():  # TVM warns "Scope Loaded:" on fd 2 for every function it loads
+                lib = tvm.runtime.load_module(lib_path)
         except Exception as err:
             raise TunerError(
                 f"{path}: cannot load its library ({str(err).strip().splitlines()[-1]})",
                 "the package was built for another platform; rebuild it here",
             ) from err
     try:
-        return VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
+        with quiet_native_stderr():
+            return VirtualMachine(lib, dev)  # weights are constants in the library: they reach the device here
     except Exception as err:
         raise (
             out_of_memory(err, path, manifest, dev, "loading the weights")

@@ -1,14 +1,18 @@
 """Schedules for kernels over symbolic extents (packages for a range of shapes, `--input-shape x:1x8..512`).
 
 MetaSchedule draws tile sizes from constant extents: a kernel over a symbolic extent gets no tiling, no parallel
-loop and no vectors (a serial loop nest, 100x slower than its static twin). Here such a kernel takes the schedule
-of its specialisation at a representative size: the kernel with its symbolic dimensions bound to numbers is
-scheduled like any other (its tuned record when the tuning database has one at that size, else the default
-schedule), and that schedule's trace is replayed on the symbolic kernel: the same loop order, vectors, parallel
-loops, inlining and packed weights. A tile of a symbolic loop is one iteration wide: a wider one needs a guard on
-its last tile, and a guard inside the reduction loop kept the accumulators out of registers (MiniLM's 384x384
-matmul at 256 rows: 1.4 ms guarded, 0.89 ms untiled, 0.50 ms static; its attention scores, symbolic in both
-axes, 7.6 / 0.56 / 0.41 ms).
+loop and no vectors (a serial loop nest: MiniLM at 128 tokens ran 993 ms against 8.8 pinned). Here such a kernel
+takes the schedule of its twin at constant extents (`bind_dims`, the first tune shape's sizes): the default
+schedule (or a tuned record) of the twin, replayed on the symbolic kernel (`replay`): the same loop order,
+parallel loops, vectors, inlining and packed weights. Tiles of a symbolic loop must split it exactly: a guarded
+last tile inside the reduction kept the accumulators out of registers (MiniLM's 384x384 matmul at 256 rows:
+1.4 ms guarded, 0.89 ms untiled, 0.50 ms static), and under `rfactor` gave wrong sums. So
+
+    einsum with one symbolic spatial axis  -> padded to PAD on it (`pad_symbolic_einsums`): exact tiles
+    conv (pad_einsum refuses it)           -> twin at a size with no small divisor on that axis
+                                              (`untileable_values`): blocks go to the constant axes
+    spatial blocks only                    -> `spatial_schedule`: constant axes innermost and in vectors
+    anything else                          -> replayed; symbolic loops not split, never vectorised
 """
 
 from __future__ import annotations
