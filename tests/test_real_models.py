@@ -107,3 +107,27 @@ def test_profile_gives_a_conv_between_transposes_its_onnxruntime_time(real_model
     assert conv["onnxruntime_ms"] and conv["onnxruntime_ms"] > 0, kernels
     transposes = [k for k in kernels if k.get("onnx_ops", "").startswith("layout Transpose")]
     assert transposes and not any(k["onnxruntime_ms"] for k in transposes), kernels
+
+
+def test_real_text_recognizer_over_a_width_range_matches_onnxruntime(real_models, tmp_path):
+    """PP-OCRv4's recognizer, one package for widths 32..640: every width matches ONNX Runtime, the tune shape's
+    own build and the generic one alike; a width past the range is refused."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import tuner
+    from tuner.core.errors import TunerError
+    from tuner.core.shapes import DimRange
+
+    m = real_models("ppocr_rec")
+    out = str(tmp_path / "rec.ftpkg")
+    shapes, tune = {"x": (1, 3, 48, DimRange(32, 640))}, [{"x": (1, 3, 48, 320)}]
+    compile_model(m.path, out, target="llvm", shapes=shapes, tune_shapes=tune)
+    model = tuner.load(out)
+    session = ort.InferenceSession(m.path, providers=["CPUExecutionProvider"])
+    for width in (32, 177, 320, 640):
+        x = np.random.default_rng(width).standard_normal((1, 3, 48, width)).astype("float32")
+        got = list(model(x=x).values())[0]
+        np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-3, atol=1e-4)
+    with pytest.raises(TunerError, match="outside the package's range"):
+        model(x=np.zeros((1, 3, 48, 641), "float32"))
