@@ -29,7 +29,12 @@ def default_models() -> list[tuple[str, dict, dict]]:
     import make_models
 
     make_models.main(["-o", here, *make_models.MODELS])
-    out = [(os.path.join(here, f"{n}.onnx"), {"x": (16, 32)} if n == "mlp" else {}, {}) for n in make_models.MODELS]
+    pinned = {  # synthetic models with dynamic dimensions, at one shape each
+        "mlp": {"x": (16, 32)},
+        "line_reader": {"image": (1, 3, 16, 64)},
+        "seq_encoder": {"input_ids": (1, 32), "attention_mask": (1, 32)},
+    }
+    out = [(os.path.join(here, f"{n}.onnx"), pinned.get(n, {}), {}) for n in make_models.MODELS]
     light = light_models_dir()
     out += [(os.path.join(light, f), {}, {}) for f in sorted(os.listdir(light)) if f.endswith(".onnx")]
     out += [(m.path, dict(m.shapes), dict(m.consts)) for m in REAL_MODELS.values() if os.path.exists(m.path)]
