@@ -83,11 +83,12 @@ def test_latency_profile_and_verification(chain_report):
         v = doc["variants"][name]
         assert v["verify"]["ok"]
         lat = v["latency_ms"]
-        assert lat["runs"] == 5 and lat["p10"] <= lat["median"] <= lat["p90"]
+        assert lat["runs"] >= 5 and lat["p10"] <= lat["median"] <= lat["p90"]  # blocks of back-to-back runs
         times = [k["time_us"] for k in v["kernels"]]
         assert all(t is not None and t > 0 for t in times)
         assert v["kernel_time_us"] <= lat["max"] * 1e3 * 1.5  # kernels fit inside an inference
-    assert doc["reference"]["onnxruntime"]["median"] > 0
+    assert doc["reference"]["onnxruntime"]["median"] > 0  # as shipped; without spin-waiting beside it
+    assert doc["reference"]["onnxruntime_no_spin"]["median"] > 0
     assert "cut launches 5 → 1" in doc["verdict"] and "intermediate traffic by 100%" in doc["verdict"]
 
 

@@ -191,3 +191,29 @@ def test_onnxruntime_rows_reach_the_kernel_of_their_nodes():
     per_kernel, unmatched = onnxruntime_by_kernel(kernels, rows, {"renamed_by_output": ["head"]})
     assert per_kernel == {"k_conv": 1.25, "k_head": 0.625}
     assert [r["name"] for r in unmatched] == ["ReorderInput_token_17"]
+
+
+def test_a_deep_plan_is_drawn_in_columns_read_left_to_right(tmp_path):
+    """A 120-kernel chain is not one column tens of thousands of points tall: it wraps into columns whose edges
+    between columns do not constrain ranks, and the columns' first nodes sit on one row in order."""
+    import re
+
+    from tuner.plan.model import FusionPlan, Group, Member
+    from tuner.plan.render import COLUMN_RANKS, render_svg, to_dot
+
+    groups = []
+    for k in range(120):
+        m = Member(f"v{k}", f"relu{k}", "elemwise", f"/block{k}/Relu", "Relu", 4096, 1024.0)
+        groups.append(Group(f"relu{k}", f"v{k}", [m], [f"v{k - 1}" if k else "x"], 4096, 4096, 0))
+    plan = FusionPlan("chain.onnx", "tvm", "llvm", groups, boundaries=[], unfused_kernels=120)
+    dot = to_dot(plan)
+    crossing = dot.count("constraint=false")
+    assert crossing == -(-120 // COLUMN_RANKS) - 1  # one edge per column break
+    heads = re.search(r"\{ rank=same; (.*?) \}", dot).group(1)
+    assert heads.split('" "')[0].strip('"') == "/block0/Relu"  # the input's column first
+    if shutil.which("dot"):
+        svg = tmp_path / "deep.svg"
+        render_svg(plan, str(svg))
+        size = re.search(r'width="([\d.]+)pt" height="([\d.]+)pt"', svg.read_text())
+        width, height = float(size.group(1)), float(size.group(2))
+        assert height < 3000 and width > 600, (width, height)  # one column: ~9,000 pt tall

@@ -98,6 +98,53 @@ def test_usable_cpus_follow_the_affinity_mask():
     assert 1 <= T.usable_cpus() <= len(os.sched_getaffinity(0))
 
 
+def _cgroup_tree(tmp_path, files: dict, membership: str):
+    for rel, text in files.items():
+        f = tmp_path / "fs" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    (tmp_path / "cgroup").write_text(membership)
+    return str(tmp_path / "fs"), str(tmp_path / "cgroup")
+
+
+def test_cpu_quota_is_read_from_the_process_own_cgroup_and_its_parents(tmp_path):
+    # v2, systemd-style: the quota on the service's cgroup, the root unlimited
+    root, member = _cgroup_tree(
+        tmp_path,
+        {
+            "cpu.max": "max 100000\n",
+            "system.slice/app.service/cpu.max": "150000 100000\n",
+            "system.slice/cpu.max": "max 100000\n",
+        },  # fmt: skip
+        "0::/system.slice/app.service\n",
+    )
+    assert T._cgroup_cpu_quota(root, member) == 2  # 1.5 CPUs' worth: two threads, each throttled a little
+    # a parent's quota limits its child
+    (tmp_path / "fs" / "system.slice" / "cpu.max").write_text("50000 100000\n")
+    assert T._cgroup_cpu_quota(root, member) == 1
+
+
+def test_cpu_quota_v1_and_unlimited(tmp_path):
+    root, member = _cgroup_tree(
+        tmp_path,
+        {
+            "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+            "cpu,cpuacct/box/cpu.cfs_quota_us": "100000\n",
+            "cpu,cpuacct/box/cpu.cfs_period_us": "100000\n",
+        },  # fmt: skip
+        "4:cpu,cpuacct:/box\n0::/\n",
+    )
+    assert T._cgroup_cpu_quota(root, member) == 1
+    (tmp_path / "cgroup").write_text("4:cpu,cpuacct:/\n0::/\n")  # the root: no quota
+    assert T._cgroup_cpu_quota(root, member) is None
+    # a path the mount does not show (a cgroup namespace shows the own cgroup as the root): the root's files count
+    (tmp_path / "cgroup").write_text("4:cpu,cpuacct:/not/here\n0::/\n")
+    (tmp_path / "fs" / "cpu,cpuacct" / "cpu.cfs_quota_us").write_text("200000\n")
+    assert T._cgroup_cpu_quota(root, member) == 2
+    assert T._cgroup_cpu_quota(str(tmp_path / "missing"), str(tmp_path / "missing")) is None
+
+
 def test_calls_too_short_for_a_busy_core_to_matter_are_left_alone(gov):
     """Sub-millisecond calls never pay for a try, even when their timing noise looks like a slowdown."""
     g, clock, _ = gov

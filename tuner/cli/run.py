@@ -58,6 +58,14 @@ def main(argv: list[str]) -> int:
     return 0 if (result.get("verify") or {}).get("ok", True) else 1
 
 
+PEER_LABELS = {  # rows of the timing table, in order; the package's own row comes from its timed loop
+    "package": "package (beside the peers)",
+    "onnxruntime": "ONNX Runtime as shipped",
+    "onnxruntime_no_spin": "ONNX Runtime without spin-waiting",
+    "openvino": "OpenVINO f32",
+}
+
+
 def render(result, top: int = 15, verbose: bool = False) -> None:
     from rich.table import Table
 
@@ -74,19 +82,29 @@ def render(result, top: int = 15, verbose: bool = False) -> None:
     for col in cols:
         t.add_column(col + " ms", justify="right")
     t.add_row("package", *(f"{lat[k]:.3f}" for k in cols))
-    ort = result.get("onnxruntime_ms")
-    if ort:
-        t.add_row("ONNX Runtime", *(f"{ort[k]:.3f}" for k in cols))
+    peers = result.get("peers_ms") or {}
+    for key, label in PEER_LABELS.items():
+        if key in peers:
+            t.add_row(label, *(f"{peers[key][k]:.3f}" for k in cols))
     con.print(t)
+    ort = result.get("onnxruntime_ms")
     if lat.get("throughput_per_s"):
         con.print(f"throughput {lat['throughput_per_s']:.1f} inferences/s (one at a time)")
     if ort:
         cmp = result["vs_onnxruntime"]
         color = "yellow" if cmp["within_noise"] else ("green" if cmp["ratio"] < 1 else "red")
+        package = peers["package"]["median"]
         con.print(
-            f"package {lat['median']:.3f} ms · ONNX Runtime {ort['median']:.3f} ms: [{color}]{cmp['words']}[/] "
-            "(interleaved run for run, same threads)"
+            f"package {package:.3f} ms · ONNX Runtime as shipped {ort['median']:.3f} ms: [{color}]{cmp['words']}[/]"
         )
+        for key, label in list(PEER_LABELS.items())[2:]:
+            verdict = result.get(f"vs_{key}_verdict")
+            if verdict:
+                con.print(f"  against {label}: {verdict['words']}")
+        timing = result["timing"]
+        con.print(f"[dim]{timing['method']}, the package's threads for every runtime (the rows above)[/]")
+        if timing.get("warning"):
+            con.print(f"[yellow]warning: {timing['warning']}[/]")
     if result.get("outputs_file"):
         con.print(f"outputs written to {result['outputs_file']}")
     v = result.get("verify")

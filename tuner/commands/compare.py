@@ -252,12 +252,14 @@ def _tune(lowered, db_dir, trials) -> None:
 
 
 def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
-    """Verify every built variant against ONNX Runtime, then time them interleaved and profile kernels."""
+    """Verify every built variant against ONNX Runtime, then time them (and, with `ort`, the peers) in alternating
+    blocks of back-to-back calls, and profile kernels."""
     import tvm
 
     from tuner.core.precision import get_precision
+    from tuner.core.stats import latency_stats
     from tuner.report.reference import compare_outputs, run_onnxruntime
-    from tuner.report.timing import Runnable, interleaved_latency, kernel_profile
+    from tuner.report.timing import Runnable, alternating_blocks, kernel_profile
     from tuner.runtime import make_inputs, out_of_memory
 
     precision = get_precision(prepared.precision)
@@ -280,26 +282,25 @@ def _measure(prepared, variants, spec, repeat, ort, runs_here, log) -> dict:
         if not v.doc["verify"]["ok"]:
             log(f"  {v.name}: outputs differ from ONNX Runtime (max rel err {v.doc['verify'].get('max_rel_err')})")
         runnables.append((v, r))
-    extra = {}
+    runners = {v.name: r.run_once for v, r in runnables}
     if ort:
-        extra["onnxruntime"] = _ort_runner(prepared, feed)
-    log(f"  timing {len(runnables)} variant(s){' + onnxruntime' if ort else ''} interleaved, {repeat} runs each")
-    latency = interleaved_latency([r for _, r in runnables], repeat=repeat, extra=extra)
+        runners.update(_peer_runners(prepared, feed))
+    n_blocks = min(6, max(2, repeat // 5))
+    runs = max(3, -(-repeat // n_blocks))
+    log(f"  timing {', '.join(runners)}: {n_blocks} alternating blocks of {runs} back-to-back runs each")
+    samples = alternating_blocks(runners, n_blocks=n_blocks, runs=runs)
+    latency = {k: {**latency_stats(s), "samples_ms": [round(x, 4) for x in s]} for k, s in samples.items()}
     profiles = {v.name: kernel_profile(r, {k.kernel for k in v.static.kernels}) for v, r in runnables}
     return {"latency": latency, "profiles": profiles}
 
 
-def _ort_runner(prepared, feed):
-    from tuner.report.reference import onnxruntime_session
+def _peer_runners(prepared, feed):
+    """ONNX Runtime as shipped and without spin-waiting, OpenVINO f32 when installed, at TVM's thread count."""
+    from tuner.report.reference import peer_runners
 
-    # ORT's worker threads spin after each run; interleaved with TVM's thread pool on a small machine they took
-    # the cores from TVM's parallel kernels (the synthetic transformer timed 25.9 ms tuned for 78 µs of kernels)
     threads = os.environ.get("TVM_NUM_THREADS")
-    threads = int(threads) if threads and threads.isdigit() else None  # the same thread count as TVM
-    sess = onnxruntime_session(prepared.model, threads, spinning=False)
-    names = [i.name for i in sess.get_inputs()]
-    ort_feed = {n: feed[n] for n in names}
-    return lambda: sess.run(None, ort_feed)
+    threads = int(threads) if threads and threads.isdigit() else None
+    return peer_runners(prepared.model, feed, threads)
 
 
 def _document(prepared, spec, strategies, variants, limits, measured, trials, db, repeat, wall_s, runs_here) -> dict:
@@ -308,6 +309,7 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
 
     import tvm
 
+    from tuner.report.timing import PEERS
     from tuner.report.verdict import verdict
 
     latency = measured.get("latency", {})
@@ -371,9 +373,10 @@ def _document(prepared, spec, strategies, variants, limits, measured, trials, db
         "measured": runs_here,
         "machine": limits.to_json(),
         "variants": out,
-        "reference": {"onnxruntime": {k: v for k, v in latency["onnxruntime"].items() if k != "samples_ms"}}
-        if "onnxruntime" in latency
-        else None,
+        "reference": {
+            peer: {k: v for k, v in latency[peer].items() if k != "samples_ms"} for peer, _ in PEERS if peer in latency
+        }
+        or None,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "wall_seconds": round(wall_s, 1),
     }

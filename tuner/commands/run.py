@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from tuner.core.errors import TunerError
-from tuner.core.stats import compare_latency, latency_stats
+from tuner.core.stats import latency_stats
 
 
 def load_npz_inputs(path: str, input_names: list[str]) -> dict[str, np.ndarray]:
@@ -64,7 +64,9 @@ def run_package(
     duration_s: float | None = None,
 ) -> dict:
     """Load, run once (outputs, --verify), then time: `repeat` runs, or as many as fit in `duration_s` (as trtexec
-    does). With `verify` on a CPU package, ONNX Runtime is timed in the same loop, run for run, and compared."""
+    does). With `verify` on a CPU package, the peers (ONNX Runtime as shipped and without spin-waiting, OpenVINO
+    f32 when installed) are then timed beside the package in alternating blocks of back-to-back calls, as
+    tune-model and scripts/bench.py time them, and compared."""
     from tuner.runtime import load
     from tuner.runtime.package import check_writable
 
@@ -81,12 +83,7 @@ def run_package(
             )
     result_outputs = model(**feed)
     verification = verify_against_onnx(model, feed, result_outputs, verify) if verify else None  # the right model?
-    ort_run = None
-    if verify and model.manifest["target"]["kind"] == "llvm":
-        from tuner.report.reference import onnxruntime_timer
-
-        ort_run = onnxruntime_timer(verify, _reference_feed(model, feed, verify), model.manifest.get("num_threads"))
-    times, ort_times, wall = _timed_loop(model, feed, repeat, warmup, duration_s, ort_run)
+    times, wall = _timed_loop(model, feed, repeat, warmup, duration_s)
     result = {
         "package": package,
         "target": model.manifest["target"]["key"],
@@ -96,9 +93,8 @@ def run_package(
         "num_threads": os.environ.get("TVM_NUM_THREADS"),
         "latency_ms": latency_stats(times, wall),
     }
-    if ort_times:
-        result["onnxruntime_ms"] = latency_stats(ort_times)
-        result["vs_onnxruntime"] = compare_latency(times, ort_times)
+    if verify and model.manifest["target"]["kind"] == "llvm":
+        result.update(time_against_peers(model, feed, verify))
     if outputs:
         save_npz_atomic(outputs, result_outputs)
         result["outputs_file"] = outputs
@@ -109,22 +105,34 @@ def run_package(
     return result
 
 
-def _timed_loop(model, feed, repeat, warmup, duration_s, ort_run):
-    """(package ms per run, ONNX Runtime ms per run, wall seconds of the package's runs): one package run, then
-    one ONNX Runtime run, round after round, so both see the same machine state."""
+def _timed_loop(model, feed, repeat, warmup, duration_s):
+    """(package ms per run, wall seconds of the runs)."""
     import time
 
-    model.benchmark(**feed, repeat=0, warmup=warmup)
-    if ort_run:
-        for _ in range(warmup):
-            ort_run()
-    times, ort_times = [], []
+    model.benchmark(**feed, repeat=max(warmup, 1), warmup=0)
+    times = []
     end = time.perf_counter() + duration_s if duration_s else None
     while (time.perf_counter() < end) if end else len(times) < repeat:
         times += model.benchmark(**feed, repeat=1, warmup=0)
-        if ort_run:
-            ort_times.append(ort_run())
-    return times, ort_times, sum(times) / 1e3
+    return times, sum(times) / 1e3
+
+
+def time_against_peers(model, feed: dict, onnx_path: str) -> dict:
+    """The package beside ONNX Runtime (as shipped: the headline; without spin-waiting) and OpenVINO f32, each
+    called as users call it, in alternating blocks in this process (report.timing.alternating_blocks): run for
+    run interleaving timed ONNX Runtime right after TVM's pool was busy, 2.5x slower than in its own blocks."""
+    from tuner.report.reference import peer_runners
+    from tuner.report.timing import alternating_blocks, timing_method, versus_peers
+
+    runners = {"package": lambda: model(**feed)}
+    runners.update(peer_runners(onnx_path, _reference_feed(model, feed, onnx_path), model.manifest.get("num_threads")))
+    samples = alternating_blocks(runners)
+    out = {"peers_ms": {k: latency_stats(v) for k, v in samples.items()}}
+    out["onnxruntime_ms"] = out["peers_ms"]["onnxruntime"]
+    out.update(versus_peers(samples, "package"))
+    out["vs_onnxruntime"] = out.pop("vs_onnxruntime_verdict")  # the headline: ratio and words
+    out["timing"] = timing_method(samples)
+    return out
 
 
 def profile_package(model, feed: dict, onnx_path: str | None) -> dict:

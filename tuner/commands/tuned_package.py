@@ -19,21 +19,6 @@ def records_checked_in_model(lowered, db_dir, tuned, progress):
     return tuned, untuned, slower
 
 
-def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
-    """ONNX Runtime as shipped (the headline), without spin-waiting, and OpenVINO f32 when it is installed."""
-    from tuner.report.reference import onnxruntime_session, openvino_runner
-
-    runners = {}
-    for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
-        sess = onnxruntime_session(onnx_path, threads, spinning)
-        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
-        runners[name] = lambda s=sess, f=ort_feed: s.run(None, f)
-    ov = openvino_runner(onnx_path, feed, threads)
-    if ov is not None:
-        runners["openvino"] = ov
-    return runners
-
-
 def summary_of(model, spec, strategy, prepared, db_dir, result) -> dict:
     return {
         "model": model,
@@ -60,7 +45,8 @@ def time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None
     import numpy as np
 
     from tuner.core.stats import compare_latency
-    from tuner.report.timing import alternating_blocks, busy_machine
+    from tuner.report.reference import peer_runners
+    from tuner.report.timing import alternating_blocks, timing_method, versus_peers
     from tuner.runtime import Model, load
 
     m_tuned = load(package)
@@ -73,17 +59,8 @@ def time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
     out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
-    for peer, key in (("onnxruntime", "vs_onnxruntime"), ("onnxruntime_no_spin", "vs_onnxruntime_no_spin"),
-                      ("openvino", "vs_openvino")):  # fmt: skip
-        if peer in lat:
-            out[key] = out["latency_ms"]["tuned"] / out["latency_ms"][peer]
-            out[key + "_verdict"] = compare_latency(lat["tuned"], lat[peer])
-    out["timing"] = {
-        "method": "alternating blocks of back-to-back calls, the first of each block dropped",
-        "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
-        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in lat else "not installed",
-        "warning": busy_machine(),
-    }
+    out.update(versus_peers(lat, "tuned"))
+    out["timing"] = timing_method(lat)
     if onnx_path:
         from tuner.commands.run import verify_against_onnx
 

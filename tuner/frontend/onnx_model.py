@@ -215,6 +215,12 @@ def _const_array(info: TensorInfo, value) -> np.ndarray:
     return arr
 
 
+def restore_node_names(original, simplified) -> int:
+    from tuner.frontend.node_names import restore_node_names as restore
+
+    return restore(original, simplified)
+
+
 def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:
     import onnxsim  # heavy; only when folding is needed
 
@@ -327,7 +333,9 @@ def prepare_model(
     reasons = needs_shape_folding(model) if simplify == "auto" else []
     if simplify == "always" or reasons or consts:
         before = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
+        original = model
         model = _simplify(model, bound, path)
+        restore_node_names(original.graph, model.graph)  # reports name the user's nodes, not onnxsim's
         after = collections.Counter(n.op_type for n, _ in iter_nodes(model.graph))
         folded = {op: before[op] - after.get(op, 0) for op in before if before[op] > after.get(op, 0)}
         why = reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else "") if reasons else "requested"

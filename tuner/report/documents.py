@@ -68,12 +68,18 @@ def _summary_rows(doc):
                 _human(m["weight_bytes"]),
             ]
         )
-    ref = (doc.get("reference") or {}).get("onnxruntime")
-    if ref:
-        timing.append(
-            ["onnxruntime (reference)", "—", "—", *(f"{ref[k]:.3f}" for k in ("median", "p10", "p90", "std")), "—"]
-        )
+    for peer, label in PEER_ROWS.items():
+        ref = (doc.get("reference") or {}).get(peer)
+        if ref:
+            timing.append([label, "—", "—", *(f"{ref[k]:.3f}" for k in ("median", "p10", "p90", "std")), "—"])
     return (timing_header, timing), (static_header, static)
+
+
+PEER_ROWS = {  # the peers timed beside the variants (compare --ort), as the timing table names them
+    "onnxruntime": "ONNX Runtime as shipped (reference)",
+    "onnxruntime_no_spin": "ONNX Runtime without spin-waiting",
+    "openvino": "OpenVINO f32",
+}
 
 
 def _top_kernels(v, n=8):
@@ -130,7 +136,9 @@ def sections(doc, images: dict) -> list:
                 if doc["tuning"]
                 else "All variants use default schedules (untuned)."
             )
-            + f" Latency: {doc['repeat']} interleaved runs per variant after warm-up.",
+            + f" Latency: about {doc['repeat']} runs per variant, in alternating blocks of back-to-back runs (the"
+            " first of each block dropped); peers, where timed, at the same threads (ONNX Runtime as shipped is"
+            " the reference).",
         ),
         (
             "p",

@@ -164,20 +164,18 @@ def timing_options(threads: int | None, spinning: bool = False):
     return opts
 
 
-def onnxruntime_timer(model_path: str, inputs: dict[str, np.ndarray], threads: int | None):
-    """A callable that runs the model once in ONNX Runtime (all graph optimisations, no spin-waiting: the
-    settings of scripts/bench.py) and returns milliseconds, for timing beside a package."""
-    import time
-
-    sess = onnxruntime_session(model_path, threads, spinning=False)
-    feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
-
-    def run() -> float:
-        t0 = time.perf_counter()
-        sess.run(None, feed)
-        return (time.perf_counter() - t0) * 1e3
-
-    return run
+def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
+    """{name: zero-argument callable} for the runtimes a user would pick instead, on `feed` with `threads`:
+    ONNX Runtime as shipped (spin-waiting; the headline), without spin-waiting, and OpenVINO f32 when installed."""
+    runners = {}
+    for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
+        sess = onnxruntime_session(onnx_path, threads, spinning)
+        ort_feed = {i.name: feed[i.name] for i in sess.get_inputs()}
+        runners[name] = lambda s=sess, f=ort_feed: s.run(None, f)
+    ov = openvino_runner(onnx_path, feed, threads)
+    if ov is not None:
+        runners["openvino"] = ov
+    return runners
 
 
 def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):

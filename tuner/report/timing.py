@@ -1,8 +1,9 @@
-"""Latency measured interleaved across variants, and a per-kernel time profile.
+"""Latency of variants and peers in alternating blocks, and a per-kernel time profile.
 
-Interleaving (variant A once, B once, ... repeated) spreads machine noise evenly over the variants, so their
-ratio is fair even when absolute times drift. The profile is the runtime's (runtime.loader.profile_calls, the
-VM's instrument hook), restricted to the variant's kernels.
+Alternating (a block of A, a block of B, ... rotated round after round) spreads machine noise evenly over the
+variants, so their ratio is fair even when absolute times drift, and times each runtime as a process that runs
+it alone gets it (single interleaved calls do not: see alternating_blocks). The profile is the runtime's
+(runtime.loader.profile_calls, the VM's instrument hook), restricted to the variant's kernels.
 """
 
 from __future__ import annotations
@@ -102,6 +103,35 @@ def alternating_blocks(runners: dict, n_blocks: int = 6, runs: int | None = None
                 run()
                 samples[k].append((time.perf_counter() - t0) * 1e3)
     return samples
+
+
+PEERS = (  # (runner name, result key): what time_against_peers compares a package with
+    ("onnxruntime", "vs_onnxruntime"),
+    ("onnxruntime_no_spin", "vs_onnxruntime_no_spin"),
+    ("openvino", "vs_openvino"),
+)
+
+
+def versus_peers(samples: dict, ours: str) -> dict:
+    """Ratios of `ours` to each peer timed beside it (medians of alternating_blocks' samples), each in words."""
+    from tuner.core.stats import compare_latency
+
+    out = {}
+    for peer, key in PEERS:
+        if peer in samples:
+            out[key] = float(np.median(samples[ours]) / np.median(samples[peer]))
+            out[key + "_verdict"] = compare_latency(samples[ours], samples[peer])
+    return out
+
+
+def timing_method(samples: dict) -> dict:
+    """How the peers were timed, said beside every ratio (and whether the machine was too busy to trust it)."""
+    return {
+        "method": "alternating blocks of back-to-back calls, the first of each block dropped",
+        "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
+        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in samples else "not installed",
+        "warning": busy_machine(),
+    }
 
 
 def busy_machine() -> str | None:

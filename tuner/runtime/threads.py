@@ -41,25 +41,59 @@ def usable_cpus() -> int:
     return max(1, min(n, quota) if quota else n)
 
 
-def _cgroup_cpu_quota() -> int | None:
-    """CPUs' worth of time the cgroup allows (cpu.max of cgroup v2, cfs_quota/period of v1), None if unlimited."""
-    candidates = (("/sys/fs/cgroup/cpu.max", None), ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "cpu.cfs_period_us"))
-    for path, period_file in candidates:
+def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup", membership: str = "/proc/self/cgroup") -> int | None:
+    """CPUs' worth of time this process's cgroup allows, None if unlimited: the smallest quota on the path from the
+    process's own cgroup up to the root (a quota on a parent limits its children: systemd's CPUQuota= sits on the
+    service's cgroup, a container's on its own). cgroup v2 `cpu.max`; v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`."""
+    v2, v1 = "/", None
+    try:
+        with open(membership) as f:
+            for line in f:  # "0::/path" (v2), "4:cpu,cpuacct:/path" (v1)
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if controllers == "":
+                    v2 = path
+                elif "cpu" in controllers.split(","):
+                    v1 = (controllers, path)
+    except (OSError, ValueError):
+        pass
+    limits = []
+    for d in _ancestors(root, v2):
+        fields = _read_fields(os.path.join(d, "cpu.max"))
+        if len(fields) >= 2 and fields[0] != "max":
+            limits.append((fields[0], fields[1]))
+    if v1 is not None:
+        for mount in (v1[0], "cpu", "cpu,cpuacct"):
+            base = os.path.join(root, mount)
+            if os.path.isdir(base):
+                for d in _ancestors(base, v1[1]):
+                    quota = _read_fields(os.path.join(d, "cpu.cfs_quota_us"))
+                    period = _read_fields(os.path.join(d, "cpu.cfs_period_us"))
+                    if quota and period and quota[0] != "-1":
+                        limits.append((quota[0], period[0]))
+                break
+    cpus = []
+    for quota, period in limits:
         try:
-            with open(path) as f:
-                fields = f.read().split()
-            if period_file:
-                with open(os.path.join(os.path.dirname(path), period_file)) as f:
-                    fields.append(f.read().strip())
-        except OSError:
-            continue
-        if not fields or fields[0] in ("max", "-1") or len(fields) < 2:
-            return None
-        try:
-            return max(1, math.ceil(int(fields[0]) / int(fields[1])))
+            cpus.append(max(1, math.ceil(int(quota) / int(period))))
         except (ValueError, ZeroDivisionError):
-            return None
-    return None
+            continue
+    return min(cpus) if cpus else None
+
+
+def _ancestors(base: str, path: str) -> list[str]:
+    """`base/path`, its parents, up to `base` (a path the mount does not show, as inside a cgroup namespace, falls
+    back to `base` itself)."""
+    parts = [p for p in path.split("/") if p and p != ".."]
+    dirs = [os.path.join(base, *parts[:k]) for k in range(len(parts), -1, -1)]
+    return [d for d in dirs if os.path.isdir(d)] or [base]
+
+
+def _read_fields(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
+        return []
 
 
 class ThreadGovernor:
