@@ -251,6 +251,11 @@ def hog_setting(args, setting: str) -> dict:
         within = sum(v <= 2 * idle for v in busy)
         s = summary[kind] = {
             "idle_ms": idle,
+            "idle_range_ms": [
+                min(v for v in runs["idle"] if v is not None),
+                max(v for v in runs["idle"] if v is not None),
+            ],
+            "hog_range_ms": [min(busy), max(busy)],
             "hog_median_ms": statistics.median(busy),
             "hog_worst_ms": max(busy),
             "within_2x": within,
@@ -261,6 +266,7 @@ def hog_setting(args, setting: str) -> dict:
             f"{kind:9s} idle {idle:8.3f} ms | busy neighbour: median {s['hog_median_ms']:8.3f} ms, "
             f"worst {s['hog_worst_ms']:8.3f} ms, within 2x of idle in {within} of {len(busy)}"
         )
+        print(f"          per process, busy: {' '.join(f'{v:.1f}' for v in sorted(busy))}")
     return {"runs": result, "summary": summary}
 
 

@@ -132,3 +132,84 @@ def test_onnx_head_builds_with_padded_channels_and_matches_onnxruntime(tmp_path)
     assert_matches_onnxruntime(
         built.executable, model, {"input": RNG.standard_normal((1, 3, 13, 13)).astype("float32")}
     )
+
+
+def _classifier(columns: int, rows: int = 40, k: int = 120):
+    """x[rows, k] @ W[k, columns] + b, then softmax over the columns (a text recognizer's last layer)."""
+    x = relax.Var("x", relax.TensorType((rows, k), "float32"))
+    w = relax.const(RNG.standard_normal((k, columns)).astype("float32"))
+    b = relax.const(RNG.standard_normal((columns,)).astype("float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.add(bb.emit(relax.op.matmul(x, w)), b))
+            out = bb.emit_output(relax.op.nn.softmax(y, axis=-1))
+        bb.emit_func_output(out)
+    return bb.get(), w, b
+
+
+def test_a_matmul_by_a_constant_runs_on_padded_columns_and_the_slice_ends_before_the_softmax():
+    before, w, b = _classifier(6625)  # 6625 = 5^3 x 53: no vector width divides it
+    x = before["main"].params[0]
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            padded_w = bb.emit(relax.op.concat([w, relax.const(np.zeros((120, 15), "float32"))], axis=1))
+            mm = bb.emit(relax.op.matmul(x, padded_w))
+            padded_b = bb.emit(relax.op.concat([b, relax.const(np.ones((15,), "float32"))], axis=0))
+            y = bb.emit(relax.op.add(mm, padded_b))
+            sliced = bb.emit(relax.op.strided_slice(y, axes=[1], begin=[0], end=[6625]))
+            out = bb.emit_output(relax.op.nn.softmax(sliced, axis=-1))
+        bb.emit_func_output(out)
+    tvm.ir.assert_structural_equal(pad_conv_channels(before, lanes=16), bb.get())
+
+
+def test_matmuls_left_alone_divisible_costly_or_by_an_activation():
+    for columns in (6640, 10):  # already a multiple; 10 -> 16 would be 60% more work
+        mod, _, _ = _classifier(columns)
+        assert pad_conv_channels(mod, lanes=16).same_as(mod), columns
+    x = relax.Var("x", relax.TensorType((40, 120), "float32"))
+    y = relax.Var("y", relax.TensorType((120, 6625), "float32"))  # an input, not a weight
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.matmul(x, y))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    assert pad_conv_channels(mod, lanes=16).same_as(mod)
+
+
+def test_padded_classifier_computes_the_same():
+    mod, _, _ = _classifier(6625)
+    x = RNG.standard_normal((40, 120)).astype("float32")
+    np.testing.assert_allclose(_run(pad_conv_channels(mod, lanes=16), x), _run(mod, x), rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_classifier_builds_with_padded_columns_and_matches_onnxruntime(tmp_path):
+    """MatMul + Add + Softmax over 6625 classes through the real pipeline: the matmul's kernel computes a multiple
+    of the target's lanes, the output matches ONNX Runtime's."""
+    from onnx import helper, numpy_helper
+
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import buffer_shapes, kernel_scripts
+    from tuner.core.target import resolve_target, vector_lanes
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.fusion import get_strategy
+
+    columns = 6625
+    inits = [
+        numpy_helper.from_array((RNG.standard_normal((120, columns)) * 0.1).astype("float32"), "w"),
+        numpy_helper.from_array(RNG.standard_normal(columns).astype("float32"), "b"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    model = save_onnx(str(tmp_path / "cls.onnx"), nodes, {"x": (1, 40, 120)}, {"probs": (1, 40, columns)}, inits)
+    spec = resolve_target("llvm")
+    built = build_prepared(prepare_model(model), spec, get_strategy("tvm"))
+    padded = -(-columns // vector_lanes(spec)) * vector_lanes(spec)
+    widths = {s[-1] for script in kernel_scripts(built.fused_mod).values() for s in buffer_shapes(script) if s}
+    assert padded in widths, widths
+    assert_matches_onnxruntime(built.executable, model, {"x": RNG.standard_normal((1, 40, 120)).astype("float32")})

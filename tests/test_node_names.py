@@ -53,3 +53,13 @@ def test_renaming_leaves_names_the_model_had():
     same.CopyFrom(model)
     assert restore_node_names(model.graph, same.graph) == 0
     assert [n.name for n in same.graph.node] == [n.name for n in model.graph.node]
+
+
+def test_source_names_recover_the_model_nodes_for_another_runtime_profile():
+    from tuner.frontend.node_names import source_names
+
+    got = source_names("/m/layer.0/attention/self/query/MatMul+query/Add+Reshape_2 [Gemm]")
+    assert got[0] == "/m/layer.0/attention/self/query/MatMul"
+    assert {"/m/layer.0/attention/self/query/Add", "/m/layer.0/attention/self/Reshape_2"} <= set(got)
+    assert source_names("p2o.MatMul.24+p2o.Add.276 [Gemm] #2")[:2] == ["p2o.MatMul.24", "p2o.Add.276"]
+    assert source_names("/layer/act/Relu") == ["/layer/act/Relu"]  # a name the model had

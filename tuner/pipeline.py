@@ -51,8 +51,9 @@ def lower(
     layout = resolve_layout(layout, target_spec)
     if layout != "nchw":
         passes += [ConvertConvLayout(layout, vector_lanes(target_spec), sink=sink_transposes)]
-        if pad_channels:  # channels-last convs vectorise their channels: a count the lanes divide
-            passes += [PadConvChannels(vector_lanes(target_spec))]
+    if pad_channels and not target_spec.is_gpu:  # channels-last convs and matmuls vectorise their output channels
+        passes += [PadConvChannels(vector_lanes(target_spec))]
+    if layout != "nchw":
         # grouped NHWC convs: the group an axis of the kernel's result, its channels padded as the convs' are
         passes += [GroupConvsByGroup(vector_lanes(target_spec) if pad_channels else None)]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]

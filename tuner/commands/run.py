@@ -170,8 +170,10 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
         # a conv's node is also in the layout transposes around it: its time goes to the conv (given last)
         ordered = sorted(groups.items(), key=lambda kv: not is_layout_transpose(kv[1]))
-        per_kernel, unmatched = onnxruntime_by_kernel(
-            {k: nodes_of(g) for k, g in ordered}, nodes, _producers(onnx_path)
+        from tuner.frontend.node_names import source_names
+
+        per_kernel, unmatched = onnxruntime_by_kernel(  # a node onnxsim made stands for the model's nodes
+            {k: [s for n in nodes_of(g) for s in source_names(n)] for k, g in ordered}, nodes, _producers(onnx_path)
         )
         for r in out["kernels"]:
             r["onnxruntime_ms"] = per_kernel.get(r["name"])

@@ -103,6 +103,23 @@ def _compact(names: list[str]) -> str:
     return text + (f"+{more} more" if more > 0 else "")
 
 
+def source_names(name: str) -> list[str]:
+    """The model's node names a name made by `restore_node_names` may stand for (for matching another runtime's
+    per-node profile): `/a/b/MatMul+Add [Gemm]` -> `/a/b/MatMul`, `/a/b/Add` (and `/a/Add`, `/Add`, `Add`: the
+    shared prefix ends at one of the first name's slashes). A name without the bracket is itself."""
+    if not name.endswith("]") and "] #" not in name:
+        return [name]
+    body = name[: name.rfind(" [")]
+    parts = [p for p in body.split("+") if p and not p.endswith(" more")]
+    if not parts:
+        return [name]
+    first, names = parts[0], [parts[0]]
+    prefixes = [first[: k + 1] for k, ch in enumerate(first) if ch == "/"] + [""]
+    for rest in parts[1:]:
+        names += [prefix + rest for prefix in prefixes]
+    return list(dict.fromkeys(names))
+
+
 def _unique(name: str, taken: set[str]) -> str:
     if name not in taken:
         return name
