@@ -63,3 +63,17 @@ def test_source_names_recover_the_model_nodes_for_another_runtime_profile():
     assert {"/m/layer.0/attention/self/query/Add", "/m/layer.0/attention/self/Reshape_2"} <= set(got)
     assert source_names("p2o.MatMul.24+p2o.Add.276 [Gemm] #2")[:2] == ["p2o.MatMul.24", "p2o.Add.276"]
     assert source_names("/layer/act/Relu") == ["/layer/act/Relu"]  # a name the model had
+
+
+def test_nodes_without_names_in_the_model_keep_the_simplifier_names():
+    from tuner.frontend.node_names import restore_node_names
+
+    model = _encoder_block()
+    for n in model.graph.node:
+        n.name = ""
+    simplified = onnx.ModelProto()
+    simplified.CopyFrom(model)
+    for k, n in enumerate(simplified.graph.node):
+        n.name = f"{n.op_type}_{k}"
+    assert restore_node_names(model.graph, simplified.graph) == 0
+    assert simplified.graph.node[0].name == "MatMul_0"

@@ -36,10 +36,10 @@ def restore_node_names(original: onnx.GraphProto, simplified: onnx.GraphProto) -
     for node in made:
         outs = _frontier(node.output, lambda t: [o for c in consumers.get(t, []) for o in c.output], known)
         ins = _frontier(node.input, lambda t: list(new_producer[t].input) if t in new_producer else [], known)
-        sources = _between(outs, ins, producer, data)
-        if not sources:
+        sources = [s.name for s in _between(outs, ins, producer, data) if s.name]
+        if not sources:  # the model's nodes there had no names: the simplifier's name is as good as any
             continue
-        name = _unique(f"{_compact([s.name or s.op_type for s in sources])} [{node.op_type}]", taken)
+        name = _unique(f"{_compact(sources)} [{node.op_type}]", taken)
         node.name = name
         taken.add(name)
         renamed += 1
