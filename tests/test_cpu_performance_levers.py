@@ -106,6 +106,10 @@ def test_heuristic_tiles():
     nchw = [[1, 1, 1, 1], [512, 1, 1, 1], [508, 1, 1, 1], [1, 1, 1, 1], [256, 1], [5, 1], [1, 1]]
     assert heuristic_tiles(nchw, lanes=16)[:4] == [[1, 1, 1, 1], [8, 1, 4, 16], [1, 127, 4, 1], [1, 1, 1, 1]]
     assert heuristic_tiles(nchw, lanes=16, recipe=TWO_VECTORS)[1] == [16, 1, 2, 16]
+    # NHWC 1x1 conv to 12 channels on 80x80 (PP-OCRv4 detector): the 12 contiguous channels are the vector (12
+    # lanes), not the width, whose vector made every load a gather (1.22 ms against 0.054 in the model)
+    twelve = [[1, 1, 1, 1], [80, 1, 1, 1], [80, 1, 1, 1], [12, 1, 1, 1], [1, 1], [1, 1], [48, 1]]
+    assert heuristic_tiles(twelve, lanes=16)[3][3] == 12 and heuristic_tiles(twelve, lanes=16)[2][3] == 1
     # 96 channels on the 27-wide stage (Inception v1): 9 rows of 2 vectors. With 8 rows at most (3 of 27), the
     # vectors grow to 2 side by side, not 3 (48 floats wide: LLVM built them lane by lane, 12x slower)
     inception = [[1, 1, 1, 1], [27, 1, 1, 1], [27, 1, 1, 1], [96, 1, 1, 1], [1, 1], [1, 1], [192, 1]]

@@ -194,9 +194,14 @@ def _weights_outer(outer: dict[int, int], rows: list[int], min_jobs: int) -> dic
 
 
 def _vector_axis(spatial: list[int], extents: list[int], lanes: int) -> int:
-    """The last spatial axis that half a vector divides, else the last: an NCHW conv whose output width is 1
-    (magika's 5x1 convs: (1, 512, 508, 1)) vectorises its 512 channels, not the unit axis (scalar code) or 508 rows
-    (4 lanes). The weights are packed in that order, and the output is stored once per reduction."""
+    """The last spatial axis, the contiguous one, unless it is shorter than a quarter vector; then the last axis
+    that half a vector divides: an NCHW conv whose output width is 1 (magika's 5x1 convs: (1, 512, 508, 1))
+    vectorises its 512 channels, not the unit axis (scalar code) or 508 rows (4 lanes). The weights are packed in
+    that order, and the output is stored once per reduction. A last axis of 12 or 42 channels is vectorised as
+    it is: moving the vector to the width (PP-OCRv4 detector's 48 -> 12 1x1 conv on 80x80) made every load a
+    gather, 1.22 ms for 7.4 MFLOP, against 0.054 ms on the channels."""
+    if extents[spatial[-1]] >= max(lanes // 4, 2):
+        return spatial[-1]
     return next((k for k in reversed(spatial) if extents[k] % max(lanes // 2, 1) == 0), spatial[-1])
 
 
