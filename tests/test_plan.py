@@ -193,6 +193,25 @@ def test_onnxruntime_rows_reach_the_kernel_of_their_nodes():
     assert [r["name"] for r in unmatched] == ["ReorderInput_token_17"]
 
 
+def test_openvino_rows_reach_the_kernel_of_the_first_node_they_fused():
+    """OpenVINO names a fused node after one of its own transformations (`Multiply_13928`, a folded batch-norm) and
+    lists the model's nodes it fused; a row goes to the kernel of the first listed node any kernel holds, and a
+    kernel whose nodes onnxsim renamed is found through the names it stands for (node_names.source_names)."""
+    from tuner.frontend.node_names import source_names
+    from tuner.plan.attribution import fused_nodes_by_kernel
+
+    kernels = {"k_conv": ["p2o.Conv.14", "p2o.Add.194"], "k_fc": ["p2o.MatMul.24+p2o.Add.276 [Gemm]"]}
+    kernels = {k: [s for n in nodes for s in source_names(n)] for k, nodes in kernels.items()}
+    rows = [
+        {"name": "Multiply_13928", "op": "Convolution", "ms": 1.0, "sources": ["Multiply_13928", "p2o.Add.194"]},
+        {"name": "p2o.Add.276", "op": "FullyConnected", "ms": 0.5, "sources": ["p2o.Add.276"]},
+        {"name": "softmax_11.tmp_0", "op": "Softmax", "ms": 0.25, "sources": ["softmax_11.tmp_0"]},
+    ]
+    per_kernel, unmatched = fused_nodes_by_kernel(kernels, rows)
+    assert per_kernel == {"k_conv": 1.0, "k_fc": 0.5}
+    assert [r["name"] for r in unmatched] == ["softmax_11.tmp_0"]
+
+
 def test_a_deep_plan_is_drawn_in_columns_read_left_to_right(tmp_path):
     """A 120-kernel chain is not one column tens of thousands of points tall: it wraps into columns whose edges
     between columns do not constrain ranks, and the columns' first nodes sit on one row in order."""

@@ -132,9 +132,11 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
 
     labelled = any("onnx_ops" in r for r in prof["kernels"])
     with_ort = "onnxruntime" in prof
+    with_ov = "openvino" in prof
     t = Table(title="where the package's time goes (per run)", title_justify="left")
     columns = ["kernel"] if not labelled else ["ONNX ops", "first ONNX node"] + (["TVM kernel"] if verbose else [])
     columns += ["calls", "ms", "share"] + (["ORT ms", "× ORT"] if with_ort else [])
+    columns += ["OV ms", "× OV"] if with_ov else []
     for col in columns:
         t.add_column(col, justify="left" if col in ("kernel", "ONNX ops", "first ONNX node", "TVM kernel") else "right")
     for r in prof["kernels"][:top]:
@@ -147,6 +149,9 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
         if with_ort:
             ort = r.get("onnxruntime_ms")
             row += [f"{ort:.3f}" if ort else "—", f"{r['ms'] / ort:.2f}" if ort else "—"]
+        if with_ov:
+            ov = r.get("openvino_ms")
+            row += [f"{ov:.3f}" if ov else "—", f"{r['ms'] / ov:.2f}" if ov else "—"]
         t.add_row(*row)
     con.print(t)
     if len(prof["kernels"]) > top:
@@ -157,6 +162,17 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
         more = f" +{len(unattributed) - 4} more" if len(unattributed) > 4 else ""
         total = sum(r["ms"] for r in unattributed)
         con.print(f"ONNX Runtime nodes of its own (no ONNX node of the model): {total:.3f} ms: {shown}{more}")
+    ov_rest = prof.get("openvino_unattributed") or []
+    if with_ov:
+        total = sum(r["ms"] for r in prof["openvino"])
+        rest = sum(r["ms"] for r in ov_rest)
+        con.print(
+            f"OpenVINO f32 (CPU plugin, PERF_COUNT, same inputs and threads): {total:.3f} ms in its nodes, "
+            f"{rest:.3f} ms of it in nodes matching no kernel"
+            + (": " + ", ".join(f"{r['name']} ({r['op']}) {r['ms']:.3f}" for r in ov_rest[:3]) if ov_rest else "")
+        )
+    elif prof.get("openvino_error"):
+        con.print(f"OpenVINO could not profile the model: {prof['openvino_error']}")
     if with_ort and not labelled:
         t = Table(title="ONNX Runtime, same inputs and threads (its profiler, per run)", title_justify="left")
         for col in ("node", "op", "ms", "share"):

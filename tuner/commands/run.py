@@ -178,7 +178,30 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         for r in out["kernels"]:
             r["onnxruntime_ms"] = per_kernel.get(r["name"])
         out["onnxruntime_unattributed"] = unmatched
+        out.update(_openvino_by_kernel(out["kernels"], ordered, model, feed, onnx_path))
     return out
+
+
+def _openvino_by_kernel(kernels: list[dict], ordered, model, feed, onnx_path: str) -> dict:
+    """OpenVINO's per-node profile (when installed) beside the kernels: each OpenVINO node goes to the kernel that
+    holds the first of the model's nodes it fused, as ONNX Runtime's nodes do."""
+    from tuner.frontend.node_names import source_names
+    from tuner.plan.attribution import fused_nodes_by_kernel, nodes_of
+    from tuner.report.reference import openvino_profile
+
+    try:
+        rows = openvino_profile(onnx_path, _reference_feed(model, feed, onnx_path), model.manifest.get("num_threads"))
+    except Exception as err:  # a peer that cannot profile this model leaves the package's profile as it is
+        return {
+            "openvino_error": f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+        }
+    if rows is None:
+        return {}
+    nodes = {k: [s for n in nodes_of(g) for s in source_names(n)] for k, g in ordered}
+    per_kernel, unmatched = fused_nodes_by_kernel(nodes, rows)
+    for r in kernels:
+        r["openvino_ms"] = per_kernel.get(r["name"])
+    return {"openvino": rows, "openvino_unattributed": unmatched}
 
 
 def _producers(onnx_path: str) -> dict[str, list[str]]:

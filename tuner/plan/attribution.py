@@ -99,3 +99,19 @@ def onnxruntime_by_kernel(
         else:
             per_kernel[kernel] = per_kernel.get(kernel, 0.0) + row["ms"]
     return per_kernel, unmatched
+
+
+def fused_nodes_by_kernel(nodes_by_kernel: dict[str, list[str]], rows: list[dict]) -> tuple[dict[str, float], list]:
+    """({kernel: ms}, rows that match no kernel) for a runtime whose profile rows name the model's nodes each of
+    its nodes fused (`sources`, OpenVINO's originalLayersNames): a row goes to the kernel holding the first of its
+    sources that any kernel holds."""
+    owner = {node: kernel for kernel, nodes in nodes_by_kernel.items() for node in nodes}
+    per_kernel: dict[str, float] = {}
+    unmatched = []
+    for row in rows:
+        kernel = next((owner[s] for s in row["sources"] if s in owner), None)
+        if kernel is None:
+            unmatched.append(row)
+        else:
+            per_kernel[kernel] = per_kernel.get(kernel, 0.0) + row["ms"]
+    return per_kernel, unmatched

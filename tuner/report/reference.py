@@ -178,6 +178,44 @@ def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
     return runners
 
 
+def openvino_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
+    """OpenVINO's per-node times (CPU plugin, f32, `PERF_COUNT`), the last of `repeat` runs after a warm-up, or
+    None when OpenVINO is not installed: [{name, op, ms, sources}], slowest first. `sources` are the model's node
+    names OpenVINO fused into that node (its runtime model's `originalLayersNames`; names of nodes its own
+    transformations made, such as a folded BatchNormalization's `Multiply_13928`, are among them)."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    core = ov.Core()
+    network = core.read_model(model_path)
+    network.reshape({p.get_any_name(): list(inputs[p.get_any_name()].shape) for p in network.inputs})
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": "YES"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    compiled = core.compile_model(network, "CPU", config)
+    request = compiled.create_infer_request()
+    feed = {p.get_any_name(): inputs[p.get_any_name()] for p in compiled.inputs}
+    for _ in range(repeat + 1):
+        request.infer(feed)
+    sources = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if "originalLayersNames" in info:
+            sources[op.get_friendly_name()] = [n for n in info["originalLayersNames"].astype(str).split(",") if n]
+    rows = [
+        {
+            "name": p.node_name,
+            "op": p.node_type,
+            "ms": p.real_time.total_seconds() * 1e3,
+            "sources": sources.get(p.node_name, [p.node_name]),
+        }  # fmt: skip
+        for p in request.get_profiling_info()
+        if p.real_time.total_seconds() > 0
+    ]
+    return sorted(rows, key=lambda r: -r["ms"])
+
+
 def onnxruntime_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
     """ONNX Runtime's own per-node times (its profiler), summed over `repeat` runs after a warm-up:
     [{name, op, ms (per run)}], slowest first. Spinning, as ONNX Runtime runs by default: without it each node's
