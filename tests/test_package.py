@@ -268,3 +268,24 @@ def test_outputs_are_the_callers_own_arrays(tmp_path):
     np.testing.assert_array_equal(first["flat"], np.arange(6, dtype="float32"))
     np.testing.assert_array_equal(second["flat"], np.ones(6, dtype="float32"))
     np.testing.assert_array_equal(second["weight"], [1, 2, 3])
+
+
+def test_a_peer_that_cannot_read_the_model_is_left_out_with_its_reason(cnn, monkeypatch):
+    """OpenVINO cannot read every model we build (silero-vad's If branches): `run --verify` and tune-model time
+    the peers that can, and the timing notes say why the other is missing."""
+    from tuner.report import reference
+    from tuner.report.timing import timing_method
+    from tuner.runtime.inputs import make_inputs
+
+    def refuses(*_args, **_kwargs):
+        raise RuntimeError("Exception from core.cpp\nConversion is failed for: Conv-16")
+
+    monkeypatch.setattr(reference, "openvino_runner", refuses)
+    import onnx
+
+    specs = [{"name": i.name, "dtype": "float32", "shape": [d.dim_value for d in i.type.tensor_type.shape.dim]}
+             for i in onnx.load(cnn).graph.input]  # fmt: skip
+    runners = reference.peer_runners(cnn, make_inputs(specs), 2)
+    assert set(runners) == {"onnxruntime", "onnxruntime_no_spin"}
+    note = timing_method({k: [1.0] for k in runners})["openvino"]
+    assert note.startswith("could not load the model") and "Conversion is failed for: Conv-16" in note

@@ -103,6 +103,8 @@ def render(result, top: int = 15, verbose: bool = False) -> None:
                 con.print(f"  against {label}: {verdict['words']}")
         timing = result["timing"]
         con.print(f"[dim]{timing['method']}, the package's threads for every runtime (the rows above)[/]")
+        if timing.get("openvino", "").startswith("could not"):
+            con.print(f"[dim]OpenVINO {timing['openvino']}[/]")
         if timing.get("warning"):
             con.print(f"[yellow]warning: {timing['warning']}[/]")
     if result.get("outputs_file"):

@@ -129,9 +129,17 @@ def timing_method(samples: dict) -> dict:
     return {
         "method": "alternating blocks of back-to-back calls, the first of each block dropped",
         "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
-        "openvino": "CPU plugin, f32, the package's threads" if "openvino" in samples else "not installed",
+        "openvino": "CPU plugin, f32, the package's threads"
+        if "openvino" in samples
+        else _peer_failure("openvino") or "not installed",
         "warning": busy_machine(),
     }
+
+
+def _peer_failure(peer: str) -> str | None:
+    from tuner.report.reference import PEER_FAILURES
+
+    return PEER_FAILURES.get(peer)
 
 
 def busy_machine() -> str | None:
