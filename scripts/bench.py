@@ -262,10 +262,11 @@ def main(argv=None) -> int:
 
 
 def bench_in_fresh_process(name: str, argv: list[str], args) -> dict:
-    """One model's row from a process of its own: the peers' thread pools of one model (OpenVINO's, ONNX Runtime's
-    spinning workers) must not share the cores with the next model's timing. In one process for seven models,
-    the last four timed 1.5-2.6x slower untuned than alone (MiniLM 15.6 against 7.6 ms), the package's governor
-    dropping to one thread beside threads the earlier models left."""
+    """One model's row from a process of its own: one model's peers (OpenVINO's and ONNX Runtime's thread pools)
+    must not share the process with the next model's timing. Seven models in one process timed the later models'
+    untuned packages slower than their own processes did (MiniLM 15.6 against 9.0 ms, magika 7.7 against 3.8,
+    ResNet-50 75 against 40, YOLOv8n 17.6 against 16.0) while the peers moved less; the cause was not pinned
+    down."""
     import subprocess
     import tempfile
 

@@ -285,7 +285,8 @@ def test_a_peer_that_cannot_read_the_model_is_left_out_with_its_reason(cnn, monk
 
     specs = [{"name": i.name, "dtype": "float32", "shape": [d.dim_value for d in i.type.tensor_type.shape.dim]}
              for i in onnx.load(cnn).graph.input]  # fmt: skip
-    runners = reference.peer_runners(cnn, make_inputs(specs), 2)
+    failures = {}
+    runners = reference.peer_runners(cnn, make_inputs(specs), 2, failures)
     assert set(runners) == {"onnxruntime", "onnxruntime_no_spin"}
-    note = timing_method({k: [1.0] for k in runners})["openvino"]
+    note = timing_method({k: [1.0] for k in runners}, failures)["openvino"]
     assert note.startswith("could not load the model") and "Conversion is failed for: Conv-16" in note

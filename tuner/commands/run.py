@@ -124,14 +124,16 @@ def time_against_peers(model, feed: dict, onnx_path: str) -> dict:
     from tuner.report.reference import peer_runners
     from tuner.report.timing import alternating_blocks, timing_method, versus_peers
 
+    failures = {}
     runners = {"package": lambda: model(**feed)}
-    runners.update(peer_runners(onnx_path, _reference_feed(model, feed, onnx_path), model.manifest.get("num_threads")))
+    threads = model.manifest.get("num_threads")
+    runners.update(peer_runners(onnx_path, _reference_feed(model, feed, onnx_path), threads, failures))
     samples = alternating_blocks(runners)
     out = {"peers_ms": {k: latency_stats(v) for k, v in samples.items()}}
     out["onnxruntime_ms"] = out["peers_ms"]["onnxruntime"]
     out.update(versus_peers(samples, "package"))
     out["vs_onnxruntime"] = out.pop("vs_onnxruntime_verdict")  # the headline: ratio and words
-    out["timing"] = timing_method(samples)
+    out["timing"] = timing_method(samples, failures)
     return out
 
 
@@ -172,21 +174,20 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         ordered = sorted(groups.items(), key=lambda kv: not is_layout_transpose(kv[1]))
         from tuner.frontend.node_names import source_names
 
-        per_kernel, unmatched = onnxruntime_by_kernel(  # a node onnxsim made stands for the model's nodes
-            {k: [s for n in nodes_of(g) for s in source_names(n)] for k, g in ordered}, nodes, _producers(onnx_path)
-        )
+        # a node onnxsim made stands for the model's nodes it replaced, as both peers name them
+        by_kernel = {k: [s for n in nodes_of(g) for s in source_names(n)] for k, g in ordered}
+        per_kernel, unmatched = onnxruntime_by_kernel(by_kernel, nodes, _producers(onnx_path))
         for r in out["kernels"]:
             r["onnxruntime_ms"] = per_kernel.get(r["name"])
         out["onnxruntime_unattributed"] = unmatched
-        out.update(_openvino_by_kernel(out["kernels"], ordered, model, feed, onnx_path))
+        out.update(_openvino_by_kernel(out["kernels"], by_kernel, model, feed, onnx_path))
     return out
 
 
-def _openvino_by_kernel(kernels: list[dict], ordered, model, feed, onnx_path: str) -> dict:
+def _openvino_by_kernel(kernels: list[dict], by_kernel: dict, model, feed, onnx_path: str) -> dict:
     """OpenVINO's per-node profile (when installed) beside the kernels: each OpenVINO node goes to the kernel that
     holds the first of the model's nodes it fused, as ONNX Runtime's nodes do."""
-    from tuner.frontend.node_names import source_names
-    from tuner.plan.attribution import fused_nodes_by_kernel, nodes_of
+    from tuner.plan.attribution import fused_nodes_by_kernel
     from tuner.report.reference import openvino_profile
 
     try:
@@ -197,8 +198,7 @@ def _openvino_by_kernel(kernels: list[dict], ordered, model, feed, onnx_path: st
         }
     if rows is None:
         return {}
-    nodes = {k: [s for n in nodes_of(g) for s in source_names(n)] for k, g in ordered}
-    per_kernel, unmatched = fused_nodes_by_kernel(nodes, rows)
+    per_kernel, unmatched = fused_nodes_by_kernel(by_kernel, rows)
     for r in kernels:
         r["openvino_ms"] = per_kernel.get(r["name"])
     return {"openvino": rows, "openvino_unattributed": unmatched}

@@ -52,15 +52,16 @@ def time_and_verify(package: str, untuned, manifest: dict, onnx_path: str | None
     m_tuned = load(package)
     m_untuned = Model.from_executable(untuned.executable, {**manifest, "tuning_db": None}, "untuned build")
     feed = m_tuned.random_inputs()
+    failures = {}
     runners = {"untuned": lambda: m_untuned(**feed), "tuned": lambda: m_tuned(**feed)}
     if onnx_path and manifest["target"]["kind"] == "llvm" and not manifest.get("consts"):
-        runners.update(peer_runners(onnx_path, feed, manifest.get("num_threads")))
+        runners.update(peer_runners(onnx_path, feed, manifest.get("num_threads"), failures))
     lat = alternating_blocks(runners)
     out = {"latency_ms": {k: float(np.median(v)) for k, v in lat.items()}}
     out["speedup"] = out["latency_ms"]["untuned"] / out["latency_ms"]["tuned"]
     out["vs_untuned"] = compare_latency(lat["tuned"], lat["untuned"])
     out.update(versus_peers(lat, "tuned"))
-    out["timing"] = timing_method(lat)
+    out["timing"] = timing_method(lat, failures)
     if onnx_path:
         from tuner.commands.run import verify_against_onnx
 

@@ -21,6 +21,7 @@ from tuner.core.native_log import quiet_native_output
 from tuner.core.shapes import DimRange, any_ranged, is_ranged, normalize_shapes, pinned_at
 from tuner.frontend.checks import check_meaningful, check_opset, default_opset, iter_nodes, node_label, run_checker  # noqa: F401  (re-exports)
 from tuner.frontend.index_ranges import index_ranges
+from tuner.frontend.node_names import restore_node_names
 from tuner.frontend.shape_binding import bind_shapes, symbolic_dim_names
 from tuner.frontend.shape_inputs import needs_shape_folding
 
@@ -213,12 +214,6 @@ def _const_array(info: TensorInfo, value) -> np.ndarray:
         got = arr.shape[0] if arr.ndim == 1 else arr.shape
         raise TunerError(f"--const {info.name}: {got} values do not fit input {info.describe()}")
     return arr
-
-
-def restore_node_names(original, simplified) -> int:
-    from tuner.frontend.node_names import restore_node_names as restore
-
-    return restore(original, simplified)
 
 
 def _simplify(model: onnx.ModelProto, shapes: dict, path: str) -> onnx.ModelProto:

@@ -41,7 +41,9 @@ def onnxruntime_session(
     return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
 
 
-def openvino_compiled(model, threads: int | None = None, precision: str | None = "f32"):
+def openvino_compiled(
+    model, threads: int | None = None, precision: str | None = "f32", shapes: dict | None = None, profile: bool = False
+):
     """The model compiled by OpenVINO's CPU plugin for latency, or None when OpenVINO is not installed (an
     optional peer: `pip install openvino`; never a dependency). `precision` "f32" is the bar at our precision;
     None keeps OpenVINO's default (bf16 on CPUs with AMX or AVX-512 BF16), as a user who sets nothing gets it."""
@@ -55,10 +57,14 @@ def openvino_compiled(model, threads: int | None = None, precision: str | None =
         config["INFERENCE_NUM_THREADS"] = int(threads)
     if precision:
         config["INFERENCE_PRECISION_HINT"] = precision
+    if profile:
+        config["PERF_COUNT"] = "YES"
     if isinstance(model, str):
         network = core.read_model(model)
     else:  # bytes or a ModelProto: weights are inside the ONNX bytes
         network = core.read_model(model if isinstance(model, bytes) else model.SerializeToString(), b"")
+    if shapes:  # {input name: shape}: compiled for these sizes
+        network.reshape({p.get_any_name(): list(shapes[p.get_any_name()]) for p in network.inputs})
     return core.compile_model(network, "CPU", config)
 
 
@@ -164,11 +170,10 @@ def timing_options(threads: int | None, spinning: bool = False):
     return opts
 
 
-def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
+def peer_runners(onnx_path: str, feed: dict, threads: int | None, failures: dict | None = None) -> dict:
     """{name: zero-argument callable} for the runtimes a user would pick instead, on `feed` with `threads`:
     ONNX Runtime as shipped (spin-waiting; the headline), without spin-waiting, and OpenVINO f32 when installed
-    and able to read the model (else PEER_FAILURES says why)."""
-    PEER_FAILURES.clear()
+    and able to read the model (else `failures`, when given, says why)."""
     runners = {}
     for name, spinning in (("onnxruntime", True), ("onnxruntime_no_spin", False)):
         sess = onnxruntime_session(onnx_path, threads, spinning)
@@ -179,13 +184,11 @@ def peer_runners(onnx_path: str, feed: dict, threads: int | None) -> dict:
     except Exception as err:  # OpenVINO cannot read every model we build (silero-vad's If branches): a missing
         ov = None  # peer, said in the timing notes, never a failed command
         first = str(err).strip().splitlines()
-        PEER_FAILURES["openvino"] = f"could not load the model ({type(err).__name__}: {first[-1] if first else ''})"
+        if failures is not None:
+            failures["openvino"] = f"could not load the model ({type(err).__name__}: {first[-1] if first else ''})"
     if ov is not None:
         runners["openvino"] = ov
     return runners
-
-
-PEER_FAILURES: dict[str, str] = {}  # the last peer_runners' peers that could not run the model, and why
 
 
 def openvino_profile(model_path: str, inputs: dict[str, np.ndarray], threads: int | None, repeat: int = 5):
@@ -193,17 +196,10 @@ def openvino_profile(model_path: str, inputs: dict[str, np.ndarray], threads: in
     None when OpenVINO is not installed: [{name, op, ms, sources}], slowest first. `sources` are the model's node
     names OpenVINO fused into that node (its runtime model's `originalLayersNames`; names of nodes its own
     transformations made, such as a folded BatchNormalization's `Multiply_13928`, are among them)."""
-    try:
-        import openvino as ov
-    except ImportError:
+    shapes = {name: a.shape for name, a in inputs.items()}
+    compiled = openvino_compiled(model_path, threads, "f32", shapes=shapes, profile=True)
+    if compiled is None:
         return None
-    core = ov.Core()
-    network = core.read_model(model_path)
-    network.reshape({p.get_any_name(): list(inputs[p.get_any_name()].shape) for p in network.inputs})
-    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32", "PERF_COUNT": "YES"}
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = int(threads)
-    compiled = core.compile_model(network, "CPU", config)
     request = compiled.create_infer_request()
     feed = {p.get_any_name(): inputs[p.get_any_name()] for p in compiled.inputs}
     for _ in range(repeat + 1):

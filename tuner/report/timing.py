@@ -124,22 +124,17 @@ def versus_peers(samples: dict, ours: str) -> dict:
     return out
 
 
-def timing_method(samples: dict) -> dict:
-    """How the peers were timed, said beside every ratio (and whether the machine was too busy to trust it)."""
+def timing_method(samples: dict, failures: dict | None = None) -> dict:
+    """How the peers were timed, said beside every ratio (and whether the machine was too busy to trust it);
+    `failures` are peer_runners' reasons for a peer it left out."""
     return {
         "method": "alternating blocks of back-to-back calls, the first of each block dropped",
         "onnxruntime": "as shipped (spin-waiting) and without spin-waiting, the package's threads",
         "openvino": "CPU plugin, f32, the package's threads"
         if "openvino" in samples
-        else _peer_failure("openvino") or "not installed",
+        else (failures or {}).get("openvino", "not installed"),
         "warning": busy_machine(),
     }
-
-
-def _peer_failure(peer: str) -> str | None:
-    from tuner.report.reference import PEER_FAILURES
-
-    return PEER_FAILURES.get(peer)
 
 
 def busy_machine() -> str | None:
