@@ -69,6 +69,7 @@ def test_metrics_come_from_the_build(chain_report):
     assert none["parallelism"]["serial_kernels"] == 0 and none["parallelism"]["median"] >= 2
     assert tvm["intensity"] > none["intensity"]
     assert doc["machine"]["launch_us"] > 0 and doc["machine"]["peak_gflops"] > 1 and doc["machine"]["peak_gbps"] > 0.5
+    assert doc["machine"]["source"]["peak_gflops"].startswith("FMA loop measured")
     assert none["launch_overhead_us"] == pytest.approx(5 * doc["machine"]["launch_us"])
     # kernels are named by their ONNX nodes (the strategy's plan), as the report labels them
     fused = doc["variants"]["tvm"]["kernels"]
@@ -300,3 +301,22 @@ def test_compare_json_prints_the_report_with_onnxruntime_in_the_verdict(tmp_path
     assert doc["verdict"].rstrip().endswith(compare_stats(mine, ort)["words"] + ".") or (
         compare_stats(mine, ort)["words"] + "." in doc["verdict"]
     )
+
+
+def test_cpu_peak_comes_from_an_fma_loop_of_the_targets_widest_vector():
+    """Issue 39, lever 7: the roofline's ceiling is what the core issues (vector FMAs of the target's width on
+    the package's threads), not numpy's matmul, which our own kernels outran. The loop compiles to packed FMAs
+    on the widest registers (zmm with AVX-512), and the ISA figure explains it: lanes x 2 x pipes x GHz x
+    threads."""
+    from tuner.core.target import resolve_target, vector_lanes
+    from tuner.report.peak import build_fma_loop, isa_peak_gflops, measure_fma_gflops, nominal_ghz
+
+    spec = resolve_target("llvm")
+    lanes = vector_lanes(spec)
+    asm = build_fma_loop(spec.tvm_target(), lanes, 2, steps=10).mod.inspect_source("asm")
+    register = "zmm" if lanes == 16 else "ymm"
+    assert any("vfmadd" in line and register in line for line in asm.splitlines())
+    assert measure_fma_gflops(spec.tvm_target(), lanes, 1, repeat=1) > 0
+    assert isa_peak_gflops(16, 1, 2.6, 2) == pytest.approx(166.4)  # Zen 4: AVX-512 FMAs in two 256-bit halves
+    ghz = nominal_ghz()
+    assert ghz is None or 0.5 < ghz < 10

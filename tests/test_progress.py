@@ -39,3 +39,18 @@ def test_live_line_fits_an_80_column_terminal_with_every_field():
     live.close()
     (line,) = [x for x in out.export_text().splitlines() if x.strip()]
     assert len(line) <= 80 and "5 trials" in line and "ETA 3" in line and "kernel-time" in line, line
+
+
+def test_live_status_says_which_kernels_hold_the_time():
+    """With the default build profiled (issue 39, lever 2) the estimate is the model's and the kernels that hold
+    most of it are named with their share."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    live = LiveProgress(console)
+    live.stage("tune", "2 kernels, until 40 s")
+    holding = [("fused_conv2d1_add_relu", 2.0, 0.8), ("mean1", 0.5, 0.2)]
+    status = RoundStatus(5, 10**9, 2.0, 40.0, 2.7, ["fused_conv2d1_add_relu"], in_model=True, holding=holding)
+    live.round(status)
+    (task,) = live.bar.tasks
+    live.close()
+    words = task.fields["status"]
+    assert "in-model estimate 2.700 ms" in words and "time held by fused_conv2d1_add_relu 80%, mean1 20%" in words

@@ -38,6 +38,24 @@ def test_tuning_improves_latency_and_verifies(tuned):
     assert sum(t["trials"] for t in manifest["tasks"].values()) == 16
 
 
+def test_tasks_carry_their_time_in_the_model(tuned):
+    """Lever 2 of issue 39: the default build was profiled in the model before tuning; every task's kernels are
+    found in the profile (by workload hash), the profile adds up to the model's latency, and each tuned task says
+    how much slower the model ran its default schedule than the runner did."""
+    summary, _, _ = tuned
+    profile = summary["in_model_profile"]
+    assert profile["total_ms"] > 0 and profile["total_ms"] == pytest.approx(
+        profile["kernels_ms"] + profile["vm_calls_ms"]
+    )
+    by_task = {row["task"]: row["ms"] for row in profile["tasks"]}
+    assert None not in by_task  # every profiled kernel is a task's
+    for task in summary["tasks"]:
+        assert task["model_ms"] == pytest.approx(by_task[task["task"]])
+        if task["trials"] and not task["skipped"]:
+            assert task["default_ms"] > 0 and task["in_model_factor"] > 0 and task["estimate_ms"] > 0
+    assert sum(by_task.values()) == pytest.approx(profile["kernels_ms"])
+
+
 @pytest.mark.slow
 def test_resume_spends_only_the_remaining_budget(tuned, mlp, tmp_path):
     _, db, _ = tuned
@@ -151,10 +169,12 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(tuned, mlp, tmp_p
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith("[") and "s] " in x]
     stages = [x.split("s] ", 1)[1].split(":")[0] for x in lines]
-    expected = ["import", "schedules", "reference", "tune", "round", "build", "time"]  # schedules: none for this CPU
+    # schedules: none for this CPU; profile: the default build in the model, then its words
+    expected = ["import", "schedules", "reference", "profile", "profile", "tune", "round", "build", "time"]
     assert [s for s in stages if s != "seed"] == expected, r.stdout
     rounds = [x for x in lines if "] round:" in x]
-    assert "ONNX Runtime" in lines[2] and "8/8 trials" in rounds[0] and "kernel-time estimate" in rounds[0]
+    assert "ONNX Runtime" in lines[2] and "8/8 trials" in rounds[0] and "in-model estimate" in rounds[0]
+    assert "time held by " in rounds[0] and "ms per inference" in lines[4]
     assert "\x1b[" not in r.stdout
     assert r.stdout.count("(fusion=tvm)") == 1  # the task table, once, in the summary
     quiet = run_cli(
@@ -334,6 +354,68 @@ def test_tune_model_times_onnxruntime_beside_the_package(tuned_mlp):
     # worded the one way every command words a comparison, saying the ratio it measured
     for key in ("vs_onnxruntime_verdict", "vs_untuned"):
         assert_worded(summary[key])
+
+
+def test_ranking_follows_the_in_model_profile():
+    """A kernel that is fast alone but slow in the model (its weights subnormal on Intel, or its data pushed out
+    of cache) is tuned before a kernel that takes longer alone but not in the model; a task whose default was not
+    measured this run (a warm start) takes the median in-model factor; without a profile, isolated time x calls."""
+    from tuner.tuning.knobs import Knobs
+    from tuner.tuning.priority import heaviest_first, holding_time, where_time_goes
+    from tuner.tuning.state import TaskState
+
+    def states(profiled: bool):
+        alone = TaskState("conv_alone", 1e9, 1, "a", trials=1, best_ms=1.0, default_ms=1.0)
+        in_model = TaskState("conv_in_model", 1e6, 1, "b", trials=1, best_ms=0.3, default_ms=0.3)
+        warm = TaskState("conv_warm", 1e8, 2, "c", trials=5, best_ms=0.2)  # records from the library
+        if profiled:
+            alone.model_ms, in_model.model_ms, warm.model_ms = 1.1, 3.0, 1.0
+        return [(None, st) for st in (alone, in_model, warm)]
+
+    knobs = Knobs(tasks_per_round=1)
+    assert [st.name for _, st in where_time_goes(states(True), knobs)] == ["conv_in_model"]
+    assert [st.name for _, st in where_time_goes(states(False), knobs)] == ["conv_alone"]
+    profiled = [st for _, st in states(True)]
+    holding = holding_time(profiled)
+    assert [name for name, _, _ in holding] == ["conv_in_model", "conv_warm", "conv_alone"]
+    assert profiled[1].estimate_ms == pytest.approx(3.0)  # its best is its default: the profiled time
+    # the warm task's factor is the median of 1.1 and 10: 5.55, on 0.2 ms x 2 calls
+    assert profiled[2].in_model_factor is None and profiled[2].estimate_ms == pytest.approx(0.4 * 5.55)
+    assert sum(share for _, _, share in holding) == pytest.approx(1.0)
+    # seeds and a small budget go by the profile: the 1 MFLOP kernel that holds 3 ms first, not the 1 GFLOP one
+    assert [st.name for _, st in heaviest_first(states(True))] == ["conv_in_model", "conv_alone", "conv_warm"]
+    assert [st.name for _, st in heaviest_first(states(False))] == ["conv_alone", "conv_warm", "conv_in_model"]
+
+
+def test_profile_attributes_calls_to_workloads_and_calibrates(mlp):
+    """Real TVM: every kernel of a lowered model hashes to the workload MetaSchedule's task extraction gives it
+    (so a profiled call finds its task); packed kernels (`_prepacked`) count as theirs, the VM's own calls apart;
+    the profile is scaled to the model's plain latency."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.build.executable import lower_prepared
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.fusion import get_strategy
+    from tuner.tuning.model_profile import attribute, calibrated, workload_hashes
+
+    spec = resolve_target("llvm")
+    lowered = lower_prepared(prepare_model(mlp, {"x": (16, 32)}), spec, get_strategy("tvm"))
+    tasks = ms.relax_integration.extract_tasks(lowered.mod, spec.tvm_target())
+    hashes = workload_hashes(lowered.mod)
+    assert {str(tvm_ffi.structural_hash(t.dispatched[0])) for t in tasks} == set(hashes.values())
+    name = next(iter(hashes))
+    calls = {
+        name + "_prepacked": {"total_us": 30.0},
+        "vm.builtin.alloc_tensor": {"total_us": 10.0},
+    }
+    profile = attribute(calls, hashes)
+    assert profile.ms_by_workload == {hashes[name]: 0.03} and profile.other_ms == pytest.approx(0.01)
+    assert profile.kernels_by_workload[hashes[name]] == [name]
+    profile = calibrated(profile, 0.02)  # the hook's gaps doubled the run
+    assert profile.total_ms == pytest.approx(0.02) and profile.ms_by_workload[hashes[name]] == pytest.approx(0.015)
+    assert profile.profiled_ms == pytest.approx(0.04)
 
 
 def test_rounds_move_on_from_stalled_tasks():

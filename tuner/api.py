@@ -27,6 +27,7 @@ def tune(
     cost_model: str = "xgb",
     search: str = "evolutionary",
     measure_cache: str = "warm",
+    rank: str = "model",
     trials_per_iter: int | None = None,
     seed: int | None = None,
     rpc: str | None = None,
@@ -55,6 +56,7 @@ def tune(
         skip=skip,
         rpc=rpc,
         measure_cache=measure_cache,
+        rank=rank,
         budget_flag="time_budget",
     )
     return tune_model(

@@ -45,6 +45,11 @@ MEASURE_CACHE = (
     "flush: one call after each flush of the kernel's weights and output from the caches, as a model run leaves "
     "them (see docs/performance.md: on light ResNet-50 it did not make the tuned model faster)"
 )
+RANK = (
+    "CPU: how the budget is shared among kernels. model (default): by each kernel's time in the model, from the "
+    "default build profiled with the model's own weights before tuning; alone: by its isolated time x calls "
+    "(MetaSchedule's random-data measurements)"
+)
 RPC = (
     "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
     "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine"

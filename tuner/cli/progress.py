@@ -17,8 +17,16 @@ def make_progress(console) -> Progress:
 def _estimate_words(status: RoundStatus, reference_ms: float | None) -> str:
     if status.estimate_ms is None:
         return ""
-    words = f"kernel-time estimate {status.estimate_ms:.3f} ms"
+    kind = "in-model estimate" if status.in_model else "kernel-time estimate"
+    words = f"{kind} {status.estimate_ms:.3f} ms"
     return words + (f" (ONNX Runtime {reference_ms:.3f} ms)" if reference_ms else "")
+
+
+def _holding_words(status: RoundStatus) -> str:
+    """ "time held by k1 41%, k2 12%": the kernels with the largest estimated share of the model's time."""
+    if not status.holding:
+        return ""
+    return "time held by " + ", ".join(f"{_short([name], 1)} {share:.0%}" for name, _, share in status.holding)
 
 
 def _counts(spent: int, budget: int | None) -> str:
@@ -51,6 +59,8 @@ class PlainProgress(Progress):
         estimate = _estimate_words(status, self.reference_ms)
         if estimate:
             parts.append(estimate)
+        if status.holding:
+            parts.append(_holding_words(status))
         if status.tasks:
             parts.append(f"next: {_short(status.tasks)}")
         self._line("round: " + "; ".join(parts))
@@ -115,7 +125,8 @@ class LiveProgress(Progress):
         self.tune_start = time.perf_counter() - status.elapsed_s
         self.spent, self.budget, self.time_budget = status.spent, status.budget, status.time_budget_s
         estimate = _estimate_words(status, self.reference_ms)
-        self.status = "; ".join(x for x in (estimate, f"tuning {_short(status.tasks)}" if status.tasks else "") if x)
+        tuning = f"tuning {_short(status.tasks)}" if status.tasks else ""
+        self.status = "; ".join(x for x in (estimate, _holding_words(status), tuning) if x)
         self._draw()
 
     def _draw(self) -> None:

@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
     p.add_argument("--measure-cache", choices=["warm", "flush"], default="warm", help=H.MEASURE_CACHE)
+    p.add_argument("--rank", choices=["model", "alone"], default="model", help=H.RANK)
     p.add_argument(
         "--trials-per-iter",
         type=int,
@@ -110,12 +111,25 @@ def _tune(args, knobs, shapes, consts, progress) -> dict:
 def _task_table(tasks: list[dict], title):
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", caption="sorted by time per inference (best ms x calls)")
-    for col in ("task", "MFLOP", "calls", "trials", "best ms", "ms x calls", "GFLOP/s", "note"):
+    profiled = any(s.get("model_ms") is not None for s in tasks)
+    caption = (
+        "sorted by estimated time in the model (best ms x calls x in-model factor); 'default in model': the default"
+        " build profiled before tuning; 'x alone': how much slower the model ran it than it ran alone"
+        if profiled
+        else "sorted by time per inference (best ms x calls)"
+    )
+    t = Table(title=title, title_justify="left", caption=caption)
+    extra = ("default in model", "x alone") if profiled else ()
+    for col in ("task", "MFLOP", "calls", "trials", "best ms", "ms x calls", *extra, "GFLOP/s", "note"):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
     notes = [s["skipped"] or s.get("note") or "" for s in tasks]
     shared = {n for n in notes if n and notes.count(n) > 2}  # a note every row repeats is said once, below
-    for s, note in sorted(zip(tasks, notes), key=lambda sn: -(sn[0]["best_ms"] or 0) * sn[0]["weight"]):
+
+    def heaviness(s):
+        return s.get("estimate_ms") or s.get("model_ms") or (s["best_ms"] or 0) * s["weight"]
+
+    for s, note in sorted(zip(tasks, notes), key=lambda sn: -heaviness(sn[0])):
+        in_model = (_fmt(s.get("model_ms"), "{:.4f}"), _fmt(s.get("in_model_factor"), "{:.2f}")) if profiled else ()
         t.add_row(
             s["task"],
             f"{s['flops'] / 1e6:.2f}",
@@ -123,6 +137,7 @@ def _task_table(tasks: list[dict], title):
             str(s["trials"]),
             _fmt(s["best_ms"], "{:.4f}"),
             _fmt(s["best_ms"] * s["weight"] if s["best_ms"] else None, "{:.4f}"),
+            *in_model,
             _fmt(s["gflops"], "{:.1f}"),
             "(see below)" if note in shared else note,
         )

@@ -22,6 +22,7 @@ def knobs_from_options(
     skip=(),
     rpc: str | None = None,
     measure_cache: str = "warm",
+    rank: str = "model",
     budget_flag: str = "--time-budget",
 ):
     """The tuning knobs from the command's options (CLI flags and API keywords alike): 64 trials when neither a
@@ -36,6 +37,7 @@ def knobs_from_options(
         ("--cost-model", cost_model, ("xgb", "random")),
         ("--search", search, ("evolutionary", "replay-trace")),
         ("--measure-cache", measure_cache, ("warm", "flush")),
+        ("--rank", rank, ("model", "alone")),
     ):
         if value not in choices:
             raise TunerError(f"{name} {value!r}: unknown", f"choose one of: {', '.join(choices)}")
@@ -53,6 +55,7 @@ def knobs_from_options(
         skip=tuple(skip or ()),
         rpc=rpc,
         measure_cache=measure_cache,
+        rank=rank,
     )
 
 
@@ -118,7 +121,12 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
     """tune-model of a model pinned to one shape: tune, build with the records that hold in the model, time and
     verify."""
     from tuner.build.executable import build_lowered, lower_prepared, write_build
-    from tuner.commands.tuned_package import records_checked_in_model, summary_of, time_and_verify
+    from tuner.commands.tuned_package import (
+        profile_default_build,
+        records_checked_in_model,
+        summary_of,
+        time_and_verify,
+    )
     from tuner.tuning import tune
 
     verify, measure_here, resume = opts["verify"], opts["measure_here"], opts["resume"]
@@ -126,14 +134,17 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
     if opts["shown"] and verify and measure_here and not spec.is_gpu and not prepared.consts:
         _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
-    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from)
-    summary = summary_of(model, spec, strategy, prepared, db_dir, result)
+    untuned = profile = None
+    if measure_here and not spec.is_gpu and knobs.trials and knobs.rank == "model":  # built after tuning anyway
+        untuned, profile = profile_default_build(lowered, progress)
+    result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from, profile)
+    summary = summary_of(model, spec, strategy, prepared, db_dir, result, profile)
     if result.stopped == "interrupted":
         return summary
     progress.stage("build", f"{output}, tuned records from {db_dir}")
-    tuned, untuned, left_out = build_lowered(lowered, db_dir), None, {}
+    tuned, left_out = build_lowered(lowered, db_dir), {}
     if measure_here and not spec.is_gpu:
-        tuned, untuned, left_out = records_checked_in_model(lowered, db_dir, tuned, progress)
+        tuned, untuned, left_out = records_checked_in_model(lowered, db_dir, tuned, progress, untuned)
     manifest = write_build(tuned, output, time.perf_counter() - opts["t0"])
     summary.update(
         package=output,

@@ -19,6 +19,7 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
     """`opts`: tune_shapes, consts, precision, layout, resume, verify, measure_here (tune_model's own options)."""
     from tuner.build.executable import lower_prepared
     from tuner.build.ranged import prepare_pinned, tune_shapes_for
+    from tuner.commands.tuned_package import profile_default_build
     from tuner.core.shapes import format_dims
     from tuner.tuning import tune
 
@@ -36,7 +37,11 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
         lowered[_key(pinned)] = low
         ms_logger.setLevel(console_level)
         key = f"{prepared.name}-{prepared.sha256[:8]}-{'-'.join(format_dims(d) for d in pinned.values())}"
-        results.append(tune(low.mod, spec, db_dir, share, opts["resume"], key, strategy.name, progress, warm_from))
+        profile = None
+        if opts["measure_here"] and not spec.is_gpu and share.trials and share.rank == "model":
+            profile = profile_default_build(low, progress)[1]
+        args = (opts["resume"], key, strategy.name, progress, warm_from, profile)
+        results.append(tune(low.mod, spec, db_dir, share, *args))
         if results[-1].stopped == "interrupted":
             return _summary(model, spec, strategy, prepared, db_dir, results, shapes)
     summary = _summary(model, spec, strategy, prepared, db_dir, results, shapes)

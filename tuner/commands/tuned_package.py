@@ -4,14 +4,30 @@ and its timing against the untuned build and the peers, then its verification.""
 from __future__ import annotations
 
 
-def records_checked_in_model(lowered, db_dir, tuned, progress):
+def profile_default_build(lowered, progress):
+    """(the default build, its in-model profile): where the model's time goes before tuning, with its own
+    constants (tuning/model_profile.py), so the budget goes where the latency is."""
+    from tuner.build.executable import build_lowered
+    from tuner.runtime.inputs import make_inputs
+    from tuner.tuning.model_profile import profile_model
+
+    progress.stage("profile", "the default build, kernel by kernel in the model")
+    untuned = build_lowered(lowered)
+    feed = list(make_inputs(lowered.prepared.input_specs()).values())
+    profile = profile_model(lowered.mod, untuned.executable, feed)
+    progress.stage("profile", profile.words())
+    return untuned, profile
+
+
+def records_checked_in_model(lowered, db_dir, tuned, progress, untuned=None):
     """(the tuned build less the records whose kernels ran slower in the model than their default schedule, the
-    default build, {kernel: (µs with the record, µs without)}); see tuning/in_model.py."""
+    default build (`untuned`, built here when not given), {kernel: (µs with the record, µs without)}); see
+    build/in_model.py."""
     from tuner.build.executable import build_lowered
     from tuner.build.in_model import slower_in_model
     from tuner.runtime.inputs import make_inputs
 
-    untuned = build_lowered(lowered)
+    untuned = untuned or build_lowered(lowered)
     slower = slower_in_model(tuned, untuned, list(make_inputs(lowered.prepared.input_specs()).values()))
     if slower:
         progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
@@ -19,7 +35,7 @@ def records_checked_in_model(lowered, db_dir, tuned, progress):
     return tuned, untuned, slower
 
 
-def summary_of(model, spec, strategy, prepared, db_dir, result) -> dict:
+def summary_of(model, spec, strategy, prepared, db_dir, result, profile=None) -> dict:
     return {
         "model": model,
         "target": spec.key,
@@ -33,6 +49,7 @@ def summary_of(model, spec, strategy, prepared, db_dir, result) -> dict:
         "shared_workloads": result.shared_workloads,
         "warm_start": result.warm.to_json() if result.warm else None,
         "tasks": [s.to_json() for s in result.tasks],
+        "in_model_profile": profile.to_json(result.tasks) if profile is not None else None,
         "repairs": result.repairs,
         "package": None,
     }

@@ -114,14 +114,6 @@ def required_cpu_features(mcpu: str) -> tuple[str, ...]:
         return ()  # nothing to rely on, or an mcpu this LLVM does not know (a package from a newer one)
     target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
     return tuple(f for f in _CHECKED_FEATURES if codegen.llvm_cpu_has_features([f], target))
-    import tvm
-    from tvm.target import codegen
-
-    try:
-        target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
-        return [f for f in _CHECKED_FEATURES if codegen.llvm_cpu_has_features([f], target)]
-    except Exception:  # an mcpu this LLVM does not know (a package from a newer one): nothing to check
-        return []
 
 
 def resolve_target(spec: str) -> TargetSpec:

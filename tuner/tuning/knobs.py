@@ -39,6 +39,10 @@ class Knobs:
     # was no faster in the model than one with warm (tuned/untuned 1.03 and 1.02): warm stays the default
     measure_cache: str = "warm"  # warm | flush
     measure_repeats: int = 10  # timed calls per candidate when flushing (one call per flush)
+    # how tasks are ranked for the budget: model (the default build profiled in the model with its own constants,
+    # each task's best record scaled by how much slower the model runs it; tuning/model_profile.py) or alone
+    # (isolated best time x calls, MetaSchedule's view)
+    rank: str = "model"
     rpc: str | None = None  # TRACKER_HOST:PORT:KEY: measure on remote devices (a GPU box) instead of here
 
 

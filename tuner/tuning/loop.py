@@ -5,11 +5,12 @@ The loop, in rounds (so time budgets, Ctrl-C and progress have a place to act):
     tasks   = extract_tasks(fused module)            # one per distinct fused kernel
     warm start: best records + cost model from schedules/<target-key> for the kernels it knows
     tasks  -= trivial (FLOPs < knobs.trivial_flops) and --only/--skip filters
-    tasks   = the heaviest (FLOPs x weight) when the budget cannot give each one search iteration
+    each task's in-model time: the default build's profile with the model's constants (model_profile.py)
+    tasks   = the heaviest (in-model time) when the budget cannot give each one search iteration
     done    = trials already recorded per task        # from the database files, not a counter we keep
     seed each untried task with its measured default schedule   (CPU; seconds, records at once)
     while budget left and time left:
-        chosen = where_time_goes(tasks)               # 4 largest best ms x calls, halved per stalled round
+        chosen = where_time_goes(tasks)               # 4 largest in-model estimates, halved per stalled round
         tune_tasks(chosen, 2 iterations each, gradient task scheduler, XGB cost model shared across rounds)
         save cost model + manifest                    # the deadline ends a round when the next batch would overrun
 """
@@ -30,7 +31,7 @@ from tuner.tuning.database import store as D
 from tuner.tuning.database.warm_start import warm_start
 from tuner.tuning.deadline import Deadline
 from tuner.tuning.knobs import UNLIMITED, Knobs, per_iteration
-from tuner.tuning.priority import count_stalls, where_time_goes
+from tuner.tuning.priority import count_stalls, heaviest_first, holding_time, in_model_estimates, where_time_goes
 from tuner.tuning.progress import Progress, RoundStatus, measure_callback
 from tuner.tuning.rpc import runner as make_runner
 from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_seconds
@@ -49,9 +50,12 @@ def tune(
     fusion: str,
     progress=None,
     warm_from: str | None = None,
+    model_profile=None,
 ) -> TuneResult:
     """Tune every kernel of `fused_mod` into the database at `db_dir` (locked for the duration), starting from
-    the records of the database `warm_from` (see warm_start) when given."""
+    the records of the database `warm_from` (see warm_start) when given. With `model_profile` (a
+    model_profile.ModelProfile of the default build), tasks are ranked by their share of the model's latency;
+    without it, by their isolated time x calls."""
     from filelock import FileLock, Timeout
 
     os.makedirs(db_dir, exist_ok=True)
@@ -65,7 +69,9 @@ def tune(
         ) from None
     progress = progress or Progress()
     try:
-        return _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from)
+        return _tune_locked(
+            fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from, model_profile
+        )
     finally:
         lock.release()
 
@@ -86,6 +92,7 @@ class _Run:
     cost_model: object = None
     start: float = field(default_factory=time.time)
     deadline: Deadline | None = None  # the time budget, shared by every round so it knows how long a batch takes
+    profile: object = None  # the default build's in-model profile (model_profile.ModelProfile), when taken
 
     def save(self):
         D.save_progress(
@@ -101,7 +108,9 @@ class _Run:
         )
 
 
-def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from) -> TuneResult:
+def _tune_locked(
+    fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from, profile
+) -> TuneResult:
     from tvm.s_tir import meta_schedule as ms
 
     db, manifest, repairs = D.open_database(db_dir, target_spec, create=True, writer=True)
@@ -110,6 +119,8 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
     warm = warm_start(db, db_dir, extracted, warm_from, target_spec)
     states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key, warm.hashes)
+    for st in states if profile is not None else ():
+        st.model_ms = profile.ms_by_workload.get(st.workload_hash)
     tunable = with_design_space(tunable, target_spec, fused_mod)
     done_before = sum(st.trials for _, st in tunable) if resume else 0
     budget = max(0, knobs.trials - done_before)
@@ -120,6 +131,7 @@ def _tune_locked(fused_mod, target_spec, db_dir, knobs, resume, model_key, fusio
     run = _Run(
         db_dir, db, manifest, states, tunable, knobs, model_key, fusion, float(manifest.get("wall_seconds", 0.0))
     )
+    run.profile = profile
     run.cost_model = _cost_model(knobs, target_spec, db_dir, resume or warm.cost_model)
     run.deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
     spent, stopped = _rounds(run, target_spec, budget, progress)
@@ -157,14 +169,14 @@ def _task_states(extracted, db_dir, knobs, manifest, model_key, warm_hashes=froz
 
 def _fit_budget(tunable, budget, knobs):
     """The gradient scheduler first gives every task one iteration, in task order: with a budget smaller than
-    that, spend it on the kernels with the most work instead of the first ones."""
+    that, spend it on the kernels that hold the model's time instead of the first ones."""
     # heaviest first: the scheduler's first pass over the tasks goes in list order, and a time budget may end it
-    ranked = sorted(tunable, key=lambda ts: ts[1].flops * ts[1].weight, reverse=True)
+    ranked = heaviest_first(tunable)
     fits = max(1, budget // knobs.num_trials_per_iter)
     if not budget or len(ranked) <= fits:
         return ranked
     for _, st in ranked[fits:]:
-        st.skipped = f"budget covers {fits} task(s); lower-FLOP kernel left on its default schedule"
+        st.skipped = f"budget covers {fits} task(s); lighter kernel left on its default schedule"
     return ranked[:fits]
 
 
@@ -208,10 +220,13 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
         before = _trials_in_db(db_dir)
         progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
-        seed_records(run.tunable[:budget], target_spec, run.db, builder, runner, run.deadline)
+        untried = [st for _, st in run.tunable if not st.trials]
+        seed_records(heaviest_first(run.tunable)[:budget], target_spec, run.db, builder, runner, run.deadline)
         progress.trials(_trials_in_db(db_dir) - before)
         spent = _trials_in_db(db_dir) - before
         _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+        for st in untried:  # its one record is its default schedule: the in-model factor's denominator
+            st.default_ms = st.best_ms
         run.save()
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
@@ -228,7 +243,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
             count_stalls(run.states, before, knobs.stalled_gain)
             run.save()
             progress.round(_status(run, spent, budget))
-            total = _weighted_latency(run.states)
+            total = _model_estimate(run)
             stale_rounds = stale_rounds + 1 if best_total and total and total >= best_total * 0.999 else 0
             best_total = total if not stale_rounds else best_total
             if knobs.early_stopping and stale_rounds >= knobs.early_stopping:
@@ -243,7 +258,16 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
 def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
     tasks = [st.name for _, st in where_time_goes(run.tunable, run.knobs)]
     elapsed = time.time() - run.start
-    return RoundStatus(spent, budget, elapsed, run.knobs.time_budget_s, _weighted_latency(run.states), tasks)
+    return RoundStatus(
+        spent,
+        budget,
+        elapsed,
+        run.knobs.time_budget_s,
+        _model_estimate(run),
+        tasks,
+        in_model=run.profile is not None,
+        holding=holding_time(run.states),
+    )
 
 
 def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool]:
@@ -357,6 +381,14 @@ def _refresh(states, hashes, counts):
             st.best_ms = c["best_s"] * 1e3 if c.get("best_s") else None
 
 
-def _weighted_latency(states):
-    vals = [s.best_ms * s.weight for s in states if s.best_ms and not s.skipped]
-    return sum(vals) if vals else None
+def _model_estimate(run: _Run) -> float | None:
+    """What tuning minimises: the model's latency estimated from each kernel's best record and its in-model
+    factor, plus the VM's own calls and the kernels tuning leaves alone as profiled; without a profile, the sum of
+    the tuned kernels' best isolated time x calls."""
+    states = run.states
+    if run.profile is None:
+        vals = [s.best_ms * s.weight for s in states if s.best_ms and not s.skipped]
+        return sum(vals) if vals else None
+    in_model_estimates(states)
+    kernels = sum((s.estimate_ms if s.estimate_ms and not s.skipped else s.model_ms or 0.0) for s in states)
+    return kernels + run.profile.other_ms

@@ -19,8 +19,12 @@ class RoundStatus:
     budget: int  # trial budget of this run
     elapsed_s: float
     time_budget_s: float | None
-    estimate_ms: float | None  # sum over kernels of best measured time x calls: what tuning minimises
+    # what tuning minimises: the model's latency estimated from the in-model profile and the best records
+    # (`in_model`), or, without a profile, the sum over kernels of best isolated time x calls
+    estimate_ms: float | None
     tasks: list = field(default_factory=list)  # the kernels the next round tunes (where the time goes)
+    in_model: bool = False
+    holding: list = field(default_factory=list)  # [(kernel, estimated ms in the model, share)]: priority.holding_time
 
 
 class Progress:

@@ -10,19 +10,21 @@ import shutil
 
 from tuner.core.target import vector_lanes
 from tuner.schedule.default_schedule import heuristic_schedule
+from tuner.tuning.priority import heaviest_first
 
 SEED_CHUNK = 8  # tasks built and measured together: the pool stays busy, and a time budget is checked between
 
 
 def seed_records(tunable, target_spec, db, builder, runner, deadline=None) -> int:
-    """Measure and commit the heuristic schedule of every (task, state) without trials, heaviest first and
+    """Measure and commit the heuristic schedule of every (task, state) without trials, heaviest first (in the
+    model when it was profiled) and
     `SEED_CHUNK` at a time; returns how many. With a `deadline` (tuning/deadline.py), no chunk after the first
     starts that would end past it, judged by the last chunk's time: a warm run with many new kernels spent 23 s
     past its 2-minute budget seeding them all. A task left unseeded still gets the default schedule in the
     package."""
     import time
 
-    todo = sorted((ts for ts in tunable if not ts[1].trials), key=lambda ts: ts[1].flops * ts[1].weight, reverse=True)
+    todo = heaviest_first([ts for ts in tunable if not ts[1].trials])
     committed, took = 0, 0.0
     for start in range(0, len(todo), SEED_CHUNK):
         if start and deadline is not None and time.time() + took >= deadline.at:

@@ -20,6 +20,17 @@ class TaskState:
     note: str | None = None  # e.g. tuned in a reduced design space
     stalled_rounds: int = 0  # rounds in a row that tuned it without a gain (see priority.where_time_goes)
     candidate_s: float | None = None  # seconds one search candidate costs (search_cost.candidate_seconds)
+    model_ms: float | None = None  # its kernels' time in one inference of the default build (model_profile.py)
+    default_ms: float | None = None  # its default schedule's time alone (the seed record), when seeded this run
+    estimate_ms: float | None = None  # its share of the model's latency now (priority.in_model_estimates)
+
+    @property
+    def in_model_factor(self) -> float | None:
+        """How much slower the model runs this kernel than the runner does: in-model time over the default
+        schedule's isolated time x calls (cache misses after other layers, data-dependent speed)."""
+        if self.model_ms is None or not self.default_ms:
+            return None
+        return self.model_ms / (self.default_ms * self.weight)
 
     @property
     def gflops(self) -> float | None:
@@ -36,6 +47,10 @@ class TaskState:
             "skipped": self.skipped,
             "note": self.note,
             "workload_hash": self.workload_hash,
+            "model_ms": self.model_ms,
+            "default_ms": self.default_ms,
+            "in_model_factor": self.in_model_factor,
+            "estimate_ms": self.estimate_ms,
         }
 
 
