@@ -208,7 +208,9 @@ def test_tuned_and_untuned_side_by_side(mlp, tmp_path):
         assert os.path.isdir(tmp_path / "r" / "db" / s)
         assert doc["variants"][f"{s}/tuned"]["verify"]["ok"]
     assert "untuned" in doc["verdict"] and "tuned" in doc["verdict"].split("untuned")[-1]
-    assert doc["variants"]["tvm/tuned"]["tuned_kernels"] >= 1 and doc["variants"]["tvm/untuned"]["tuned_kernels"] == 0
+    tuned = doc["variants"]["tvm/tuned"]
+    assert tuned["tuned_kernels"] + len(tuned["default_record_kernels"]) >= 1  # records reached the build
+    assert doc["variants"]["tvm/untuned"]["tuned_kernels"] == 0
 
 
 def _scheduled(kind):

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -408,6 +409,57 @@ def test_the_epilogue_runs_on_each_output_tile():
     assert max(epilogue_loops(s) for s in ctx.generate_design_space()) > 4  # under the 4 spatial outer loops
 
 
+def _instructions(trace) -> list[str]:
+    """The trace's transformations and draws before its post-processing (a sketch has none), without the queries
+    (GetLoops, GetSBlock...) that looking at a schedule appends."""
+    kinds = [inst.kind.name for inst in trace.insts]
+    kinds = kinds[: kinds.index("EnterPostproc")] if "EnterPostproc" in kinds else kinds
+    return [k for k in kinds if not k.startswith("Get")]
+
+
+def test_the_default_schedule_is_a_point_of_the_tuning_space():
+    """Issue 39, lever 3: the search starts at the default schedule and explores around it. The conv's default is
+    one of the tuning space's sketches with its draws set (same instructions, in order); its trace, replayed as
+    MetaSchedule replays a database record, is the default itself; and the search's tile-size mutator moves it to
+    a neighbouring point that schedules the same kernel. In TVM's llvm space, which inlines after tiling, it was no
+    sketch at all."""
+    import tvm
+    import tvm_ffi
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.core.target import vector_lanes
+    from tuner.schedule.default_schedule import _postprocs, heuristic_schedule
+    from tuner.tuning.spaces import bare_context, with_design_space
+
+    task, spec = _conv_relu_task()
+    func, target, lanes = task.dispatched[0]["main"], spec.tvm_target(), vector_lanes(spec)
+    default = heuristic_schedule(func, target, lanes)
+    state = SimpleNamespace(skipped=None, note=None, space=None)
+    ((_, chosen),) = with_design_space([(task, state)], spec, None)
+    ctx = bare_context(task, chosen.space)
+    sketches = ctx.generate_design_space()
+    assert _instructions(default.trace) in [_instructions(sk.trace) for sk in sketches]
+    tvm_space = ms.space_generator.PostOrderApply(sch_rules="llvm", postprocs="llvm", mutator_probs="llvm")
+    llvm_sketches = bare_context(task, tvm_space).generate_design_space()
+    assert _instructions(default.trace) not in [_instructions(sk.trace) for sk in llvm_sketches]
+
+    def replay(trace):
+        sch = Schedule(task.dispatched[0])
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        assert all(p.apply(sch) for p in _postprocs())
+        return sch
+
+    tvm.ir.assert_structural_equal(replay(default.trace).mod, default.mod)
+    mutator = ms.mutator.MutateTileSize()
+    mutator._initialize_with_tune_context(ctx)
+    neighbours = [mutator.apply(default.trace) for _ in range(8)]
+    moved = [t for t in neighbours if t is not None and str(t) != str(default.trace)]
+    assert moved and _instructions(moved[0]) == _instructions(default.trace)
+    assert not tvm_ffi.structural_equal(replay(moved[0]).mod, default.mod)
+
+
 def test_seeding_goes_heaviest_first_and_stops_at_the_time_budget(monkeypatch):
     """The default schedules are measured a chunk at a time, heaviest kernels first; the first chunk always runs,
     and no later one starts once it would end past the budget."""
@@ -425,11 +477,28 @@ def test_seeding_goes_heaviest_first_and_stops_at_the_time_budget(monkeypatch):
         return len(chunk)
 
     monkeypatch.setattr(seed, "_seed_chunk", measure)
-    states = [SimpleNamespace(name=f"k{i}", trials=0, flops=float(i), weight=1) for i in range(20)]
-    tried = SimpleNamespace(name="tried", trials=3, flops=1e9, weight=1)
+    states = [SimpleNamespace(name=f"k{i}", trials=0, flops=float(i), weight=1, model_ms=None) for i in range(20)]
+    tried = SimpleNamespace(name="tried", trials=3, flops=1e9, weight=1, model_ms=None)
     tunable = [(None, st) for st in [*states, tried]]
     assert seed.seed_records(tunable, None, None, None, None) == 20
     assert chunks[0] == [f"k{i}" for i in range(19, 11, -1)] and len(chunks) == 3  # tried tasks are not seeded
     chunks.clear()
     assert seed.seed_records(tunable, None, None, None, None, Deadline(time.time() + 0.07)) == seed.SEED_CHUNK
     assert len(chunks) == 1
+
+
+def test_a_seed_timed_far_slower_alone_than_in_the_model_is_measured_again(monkeypatch):
+    """The seed (the default schedule's record) is the line every candidate must beat; a disturbed measurement
+    (2x on a shared machine) made the search keep records slower than the default. A seed whose kernel ran alone
+    over 1.5x slower than in the model is timed again; the others are not."""
+    from tuner.tuning import seed
+    from tuner.tuning.state import TaskState
+
+    measured = []
+    monkeypatch.setattr(seed, "_seed_chunk", lambda chunk, *a: measured.extend(st.name for _, st in chunk))
+    disturbed = TaskState("conv_disturbed", 1e9, 4, "a", trials=1, best_ms=0.95, default_ms=0.95, model_ms=2.0)
+    fine = TaskState("conv_fine", 1e9, 1, "b", trials=1, best_ms=0.5, default_ms=0.5, model_ms=0.6)
+    unprofiled = TaskState("conv_unprofiled", 1e9, 1, "c", trials=1, best_ms=0.5, default_ms=0.5)
+    again = seed.remeasure_suspect_seeds([(None, st) for st in (disturbed, fine, unprofiled)], None, None, None, None)
+    assert measured == ["conv_disturbed"] and [st.name for _, st in again] == measured
+    assert disturbed.in_model_factor == pytest.approx(2.0 / 3.8)

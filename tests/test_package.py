@@ -204,7 +204,9 @@ def test_info_describes_a_package_without_loading_it(tuned_mlp):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     manifest, _ = read_package(pkg)
-    assert doc["kernels"] == manifest["kernels"] and doc["tuned_kernels"] >= 1 and doc["tuning_db"] == db
+    assert doc["kernels"] == manifest["kernels"] and doc["tuning_db"] == db
+    assert doc["tuned_kernels"] == manifest["tuning_db"]["applied"]  # records that change a kernel
+    assert doc["tuned_kernels"] + doc["default_scheduled"] + doc["other_kernels"] == doc["kernels"]
     assert doc["inputs"][0]["shape"] == [16, 32] and doc["target"] == manifest["target"]["key"]
     r = run_cli("info", pkg)
     assert r.returncode == 0 and "tuned" in r.stdout and "x:16x32" not in r.stdout

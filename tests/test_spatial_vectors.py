@@ -79,12 +79,13 @@ def test_default_schedule_vectorises_within_rows(tmp_path):
 def test_tuning_space_of_a_spatial_kernel_vectorises_one_channel_run():
     from tvm.s_tir import meta_schedule as ms
 
-    from tuner.tuning.spaces import spatial_space
+    from tuner.schedule.default_schedule import template_space
 
+    func = _to_channels_last(24).with_attr("global_symbol", "main")
     ctx = ms.TuneContext(
-        mod=tvm.IRModule({"main": _to_channels_last(24).with_attr("global_symbol", "main")}),
+        mod=tvm.IRModule({"main": func}),
         target=resolve_target("llvm").tvm_target(),
-        space_generator=spatial_space(24),
+        space_generator=template_space(func, lanes=16),
         task_name="t",
         num_threads=1,
     )

@@ -28,6 +28,7 @@ def tune(
     search: str = "evolutionary",
     measure_cache: str = "warm",
     rank: str = "model",
+    space: str = "template",
     trials_per_iter: int | None = None,
     seed: int | None = None,
     rpc: str | None = None,
@@ -57,6 +58,7 @@ def tune(
         rpc=rpc,
         measure_cache=measure_cache,
         rank=rank,
+        space=space,
         budget_flag="time_budget",
     )
     return tune_model(

@@ -128,8 +128,10 @@ def schedule(
             dropped = [gv for gv in fused.functions if gv.name_hint in drop_records]
             for gv in dropped:
                 fused[gv] = lowered.mod[gv.name_hint]  # unscheduled again: the default schedule takes it
-            db_info["applied"] -= len(dropped)
-            db_info["untuned"] = sorted({*db_info["untuned"], *(gv.name_hint for gv in dropped)})
+            names = {gv.name_hint for gv in dropped}
+            db_info["applied"] -= len(names - set(db_info.get("default_records", ())))
+            db_info["default_records"] = sorted(set(db_info.get("default_records", ())) - names)
+            db_info["untuned"] = sorted({*db_info["untuned"], *names})
     if lowered.target.is_gpu:
         return schedule_for_gpu(fused, lowered.target), db_info, defaulted
     from tuner.pipeline import pack_weights

@@ -52,10 +52,13 @@ def slower_in_model(tuned, default, feed: list[np.ndarray], rounds: int = ROUNDS
 
 
 def _kernels_with_records(build) -> set[str]:
-    """Kernels of the build that a database record scheduled (not the default schedule), named as lowered."""
+    """Kernels of the build that a database record scheduled other than as the default schedule (a record that is
+    the default itself, the seed no candidate beat, runs the same program), named as lowered."""
     from tuner.core.ir import primfuncs
 
     if not build.db_info:
         return set()
-    without = set(build.db_info["untuned"]) | set(build.default_scheduled)
+    without = (
+        set(build.db_info["untuned"]) | set(build.default_scheduled) | set(build.db_info.get("default_records", ()))
+    )
     return {name.removesuffix(PACKED) for name in primfuncs(build.fused_mod)} - without

@@ -50,6 +50,11 @@ RANK = (
     "default build profiled with the model's own weights before tuning; alone: by its isolated time x calls "
     "(MetaSchedule's random-data measurements)"
 )
+SPACE = (
+    "CPU: the design space searched. template (default): the default schedule's own space first (its rules in its "
+    "order; the seed record is a point of it and the search mutates its tile sizes, unroll and parallel extent), "
+    "TVM's llvm space for kernels it cannot build; tvm: TVM's llvm space"
+)
 RPC = (
     "measure candidates on devices registered with an RPC tracker (python -m tvm.exec.rpc_tracker; "
     "rpc_server --tracker HOST:PORT --key KEY on each device) instead of on this machine"

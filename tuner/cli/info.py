@@ -41,8 +41,15 @@ def describe(path: str, m: dict, members: dict) -> dict:
         "precision": m.get("precision", "float32"),
         "kernels": m["kernels"],
         "tuned_kernels": db.get("applied", 0),
-        "default_scheduled": len(m.get("default_scheduled") or []),
-        "other_kernels": max(0, m["kernels"] - db.get("applied", 0) - len(m.get("default_scheduled") or [])),
+        # kernels on their default schedule: none in the database, or a record that is the default itself
+        "default_scheduled": len(m.get("default_scheduled") or []) + len(db.get("default_records") or []),
+        "other_kernels": max(
+            0,
+            m["kernels"]
+            - db.get("applied", 0)
+            - len(m.get("default_scheduled") or [])
+            - len(db.get("default_records") or []),
+        ),
         "tuning_db": db.get("db") or db.get("path"),
         "tvm_version": m["tvm_version"],
         "built_at": m.get("built_at"),

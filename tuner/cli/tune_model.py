@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
     p.add_argument("--measure-cache", choices=["warm", "flush"], default="warm", help=H.MEASURE_CACHE)
     p.add_argument("--rank", choices=["model", "alone"], default="model", help=H.RANK)
+    p.add_argument("--space", choices=["template", "tvm"], default="template", help=H.SPACE)
     p.add_argument(
         "--trials-per-iter",
         type=int,
@@ -172,8 +173,10 @@ def render(summary) -> None:
     if not summary.get("package"):
         con.print("[yellow]interrupted: database is consistent; rerun with --resume to continue[/]")
         return
+    same = len(summary.get("default_records") or [])
     con.print(
         f"tuned kernels applied: {summary['applied']} of {summary['kernels']}"
+        + (f" ({same} more searched: no candidate beat the default schedule)" if same else "")
         + (
             f"; default schedules: {', '.join(summary['default_schedules'][:10])}"
             + (f" (+{len(summary['default_schedules']) - 10} more)" if len(summary["default_schedules"]) > 10 else "")

@@ -194,8 +194,12 @@ def _build_variant(
         v.static = static_metrics(v.build.fused_mod, spec.tvm_target())
         v.doc["tuned_kernels"] = v.build.db_info["applied"] if v.build.db_info else 0
         v.doc["default_schedule_kernels"] = (
-            v.build.db_info["untuned"] if v.build.db_info else sorted({k.kernel for k in v.static.kernels})
+            sorted({*v.build.db_info["untuned"], *v.build.db_info.get("default_records", ())})
+            if v.build.db_info
+            else sorted({k.kernel for k in v.static.kernels})
         )
+        # searched, and no candidate beat the default schedule: its record is the default
+        v.doc["default_record_kernels"] = v.build.db_info.get("default_records", []) if v.build.db_info else []
         v.labels = _onnx_labels(prepared, spec, strategy_name, lowered["module"].layout, v.static.kernels)
     except TunerError as err:
         v.status, v.error = "failed", err.message

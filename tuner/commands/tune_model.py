@@ -23,6 +23,7 @@ def knobs_from_options(
     rpc: str | None = None,
     measure_cache: str = "warm",
     rank: str = "model",
+    space: str = "template",
     budget_flag: str = "--time-budget",
 ):
     """The tuning knobs from the command's options (CLI flags and API keywords alike): 64 trials when neither a
@@ -38,6 +39,7 @@ def knobs_from_options(
         ("--search", search, ("evolutionary", "replay-trace")),
         ("--measure-cache", measure_cache, ("warm", "flush")),
         ("--rank", rank, ("model", "alone")),
+        ("--space", space, ("template", "tvm")),
     ):
         if value not in choices:
             raise TunerError(f"{name} {value!r}: unknown", f"choose one of: {', '.join(choices)}")
@@ -56,6 +58,7 @@ def knobs_from_options(
         rpc=rpc,
         measure_cache=measure_cache,
         rank=rank,
+        space=space,
     )
 
 
@@ -150,6 +153,7 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
         package=output,
         layout=lowered.layout,
         applied=tuned.db_info["applied"],
+        default_records=tuned.db_info.get("default_records", []),
         kernels=tuned.db_info["kernels"],
         default_schedules=tuned.db_info["untuned"],
         records_left_out={k: {"tuned_us": a, "default_us": b} for k, (a, b) in left_out.items()},

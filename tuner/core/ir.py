@@ -71,6 +71,20 @@ def primfuncs(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
+_PREPROC_TRUE = re.compile(r'("meta_schedule\.layout_rewrite_preproc"): (?:1|T\.bool\(True\))\b')
+
+
+def same_program(a, b) -> bool:
+    """Are two scheduled PrimFuncs the same program? Structurally equal, or printed alike once the layout-rewrite
+    mark is read as the flag it is: a schedule replayed from a database record carries it as 1, the same
+    schedule made in memory as True."""
+    import tvm_ffi
+
+    if tvm_ffi.structural_equal(a, b):
+        return True
+    return _PREPROC_TRUE.sub(r"\1: True", a.script()) == _PREPROC_TRUE.sub(r"\1: True", b.script())
+
+
 @functools.lru_cache(maxsize=4096)
 def kernel_script(func) -> str:
     """A PrimFunc's printed TIR, printed once per PrimFunc object (PrimFuncs are immutable; see the module

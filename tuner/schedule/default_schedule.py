@@ -267,6 +267,20 @@ def _registers(lanes: int) -> int:
     return 32 if lanes >= 16 else 16
 
 
+def template_space(func, lanes: int, recipe: TileRecipe = RECIPE, mutator_probs="llvm"):
+    """The design space whose sketches the default schedule is a point of: the same rules in the same order
+    (`_rules`, the vector length `heuristic_schedule` picks for `func`) and post-processing, with TVM's llvm
+    mutators. Tuning in it starts at the default schedule (the seed record, tuning/seed.py) and mutates its tile
+    sizes, unroll depth and parallel extent; TVM's llvm space orders inlining and tiling the other way for an
+    epilogue, so a conv's default was no point of it and the search could only find it again by chance."""
+    from tvm.s_tir import meta_schedule as ms
+
+    extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
+    return ms.space_generator.PostOrderApply(
+        sch_rules=_rules(extent, recipe), postprocs=_postprocs(), mutator_probs=mutator_probs
+    )
+
+
 def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: TileRecipe = RECIPE):
     """The PrimFunc's schedule without search (a `tvm.s_tir.Schedule`), or None when MetaSchedule cannot schedule
     it: MetaSchedule's llvm design space (multi-level tiling for anchors, inlining, parallel/vectorise/unroll)
@@ -276,9 +290,7 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
-    rules = _rules(extent, recipe)
-    space = ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=_postprocs(), mutator_probs={})
+    space = template_space(func, lanes, recipe, mutator_probs={})  # no search here
     register_intrinsics("llvm")  # what TuneContext would import: the CPU's only (tuning/intrinsics.py)
     ctx = ms.TuneContext(
         mod=tvm.IRModule({"main": func}),

@@ -43,6 +43,9 @@ class Knobs:
     # each task's best record scaled by how much slower the model runs it; tuning/model_profile.py) or alone
     # (isolated best time x calls, MetaSchedule's view)
     rank: str = "model"
+    # the design space of CPU tasks: template (the default schedule's own space first: the search starts at the
+    # default and mutates it; schedule/default_schedule.template_space) or tvm (TVM's llvm space)
+    space: str = "template"
     rpc: str | None = None  # TRACKER_HOST:PORT:KEY: measure on remote devices (a GPU box) instead of here
 
 

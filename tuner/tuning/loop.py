@@ -35,7 +35,7 @@ from tuner.tuning.priority import count_stalls, heaviest_first, holding_time, in
 from tuner.tuning.progress import Progress, RoundStatus, measure_callback
 from tuner.tuning.rpc import runner as make_runner
 from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_seconds
-from tuner.tuning.seed import seed_records
+from tuner.tuning.seed import remeasure_suspect_seeds, seed_records
 from tuner.tuning.spaces import round_contexts, with_design_space
 from tuner.tuning.state import TaskState, TuneResult
 
@@ -121,7 +121,7 @@ def _tune_locked(
     states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key, warm.hashes)
     for st in states if profile is not None else ():
         st.model_ms = profile.ms_by_workload.get(st.workload_hash)
-    tunable = with_design_space(tunable, target_spec, fused_mod)
+    tunable = with_design_space(tunable, target_spec, fused_mod, template=knobs.space == "template")
     done_before = sum(st.trials for _, st in tunable) if resume else 0
     budget = max(0, knobs.trials - done_before)
     if knobs.max_trials_per_task:
@@ -218,16 +218,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     if not run.tunable or budget == 0:
         return spent, "nothing-to-do"
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
-        before = _trials_in_db(db_dir)
-        progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
-        untried = [st for _, st in run.tunable if not st.trials]
-        seed_records(heaviest_first(run.tunable)[:budget], target_spec, run.db, builder, runner, run.deadline)
-        progress.trials(_trials_in_db(db_dir) - before)
-        spent = _trials_in_db(db_dir) - before
-        _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
-        for st in untried:  # its one record is its default schedule: the in-model factor's denominator
-            st.default_ms = st.best_ms
-        run.save()
+        spent = _seed_defaults(run, target_spec, budget, builder, runner, progress)
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
     progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))
@@ -253,6 +244,29 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     except KeyboardInterrupt:
         return spent, "interrupted"
     return spent, "budget"
+
+
+def _seed_defaults(run: _Run, target_spec, budget, builder, runner, progress) -> int:
+    """Measure each untried task's default schedule as its first record (tuning/seed.py), heaviest first; seeds
+    timed far slower alone than their kernels ran in the model are measured again. Returns the trials spent."""
+    db_dir = run.db_dir
+    before = _trials_in_db(db_dir)
+    progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
+    untried = {id(st) for _, st in run.tunable if not st.trials}
+    seed_records(heaviest_first(run.tunable)[:budget], target_spec, run.db, builder, runner, run.deadline)
+    _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+    seeded = [ts for ts in run.tunable if id(ts[1]) in untried]
+    for _, st in seeded:  # its one record is its default schedule: the in-model factor's denominator
+        st.default_ms = st.best_ms
+    again = remeasure_suspect_seeds(seeded, target_spec, run.db, builder, runner)
+    if again:
+        progress.stage("seed", f"{len(again)} default schedule(s) timed slower alone than in the model: again")
+        _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+        for _, st in again:
+            st.default_ms = st.best_ms
+    progress.trials(_trials_in_db(db_dir) - before)
+    run.save()
+    return _trials_in_db(db_dir) - before
 
 
 def _status(run: _Run, spent: int, budget: int) -> RoundStatus:

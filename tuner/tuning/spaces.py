@@ -60,27 +60,28 @@ def reduced_space(target_spec):
     return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs=kind, mutator_probs=kind)
 
 
-def with_design_space(tunable, target_spec, fused_mod):
-    """Choose each task's design space before tuning. MetaSchedule's multi-level tiling rule fails on some fused
-    kernels (reverse_compute_at of an epilogue fed by two reductions: our LayerNorm and attention groups), and
-    one such task aborts tune_tasks for every task. Those get the reduced space; a task that fails that too keeps
-    its default schedule, with the reason recorded."""
-    spaces = (design_space(target_spec, fused_mod), reduced_space(target_spec))
-    by_extent: dict[int, object] = {}
+def with_design_space(tunable, target_spec, fused_mod, template: bool = True):
+    """Choose each task's design space before tuning. On CPU, first the default schedule's own space
+    (`default_schedule.template_space`: the search starts at the default and mutates it), then TVM's llvm space.
+    MetaSchedule's multi-level tiling rule fails on some fused kernels (reverse_compute_at of an epilogue fed by
+    two reductions: our LayerNorm and attention groups), and one such task aborts tune_tasks for every task.
+    Those get the reduced space; a task that fails that too keeps its default schedule, with the reason."""
+    full, reduced = design_space(target_spec, fused_mod), reduced_space(target_spec)
+    templates: dict[int, object] = {}
     keep = []
     for task, st in tunable:
-        extent = _vector_extent(task, target_spec)
-        if extent is not None and extent not in by_extent:
-            by_extent[extent] = spatial_space(extent)
-        for reduced, space in enumerate(spaces if extent is None else (by_extent[extent], spaces[1])):
+        own = None if target_spec.is_gpu else _template(task, target_spec, templates, template)
+        candidates = [(own, None)] if own is not None else []
+        candidates += [(full, None), (reduced, "reduced design space (no multi-level tiling: {})")]
+        for space, note in candidates:
             try:
                 bare_context(task, space).generate_design_space()
             except Exception as err:
                 first = next((ln for ln in str(err).splitlines() if "Error" in ln), type(err).__name__).strip()
                 continue
             st.space = space
-            if reduced:
-                st.note = f"reduced design space (no multi-level tiling: {first[:80]})"
+            if note:
+                st.note = note.format(first[:80])
             keep.append((task, st))
             break
         else:
@@ -88,29 +89,20 @@ def with_design_space(tunable, target_spec, fused_mod):
     return keep
 
 
-def _vector_extent(task, target_spec) -> int | None:
-    """The vector length of a spatial-only CPU kernel when it is not MetaSchedule's 64 (see
-    default_schedule.spatial_vector_extent), else None."""
-    if target_spec.is_gpu:
-        return None
+def _template(task, target_spec, cache: dict, template: bool = True):
+    """The default schedule's space for this CPU task, one object per vector length (tasks sharing a space are
+    tuned in one batch of contexts). Without `template` (--space tvm), only for a spatial kernel whose vectors
+    are not MetaSchedule's 64 lanes (there the two spaces differ only in that length), else None."""
     from tuner.core.target import vector_lanes
-    from tuner.schedule.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent
+    from tuner.schedule.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent, template_space
 
-    extent = spatial_vector_extent(task.dispatched[0]["main"], vector_lanes(target_spec))
-    return None if extent == MAX_VECTOR_EXTENT else extent
-
-
-def spatial_space(vector_extent: int):
-    """TVM's llvm design space with ParallelizeVectorizeUnroll vectorising `vector_extent` lanes."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from tuner.schedule.default_schedule import parallelize_vectorize_unroll
-
-    rules = [
-        parallelize_vectorize_unroll(vector_extent) if type(r).__name__ == "ParallelizeVectorizeUnroll" else r
-        for r in ms.schedule_rule.ScheduleRule.create("llvm")
-    ]
-    return ms.space_generator.PostOrderApply(sch_rules=rules, postprocs="llvm", mutator_probs="llvm")
+    func, lanes = task.dispatched[0]["main"], vector_lanes(target_spec)
+    extent = spatial_vector_extent(func, lanes)
+    if not template and extent == MAX_VECTOR_EXTENT:
+        return None
+    if extent not in cache:
+        cache[extent] = template_space(func, lanes)
+    return cache[extent]
 
 
 def round_contexts(tunable, work_dir, console_level=None, **kwargs):
@@ -124,15 +116,16 @@ def round_contexts(tunable, work_dir, console_level=None, **kwargs):
     foreign = [h for h in ms_logger.handlers if not h.get_name()]
     for h in foreign:
         ms_logger.removeHandler(h)
-    # MetaSchedule's config gives its console handler the logger's level at that moment; the logger itself is
-    # left at DEBUG by any earlier configuration (a previous round, the default-schedule seeds)
-    if console_level:
-        ms_logger.setLevel(console_level)
     for kind in {t.target.kind.name for t, _ in tunable}:
         register_intrinsics(kind)
     try:
         made = {}
         for space in {id(st.space): st.space for _, st in tunable}.values():
+            # MetaSchedule's config gives its console handler the logger's level at that moment; the logger
+            # itself is left at DEBUG by any earlier configuration (a previous round, the seeds, the previous
+            # space of this round: a round over two spaces printed an INFO line into --json output)
+            if console_level:
+                ms_logger.setLevel(console_level)
             tasks = [t for t, st in tunable if st.space is space]
             c, w = ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, work_dir, space=space, **kwargs)
             made.update({ctx.task_name: (ctx, weight) for ctx, weight in zip(c, w)})

@@ -195,16 +195,35 @@ def apply_database(mod, target_spec, db_dir: str):
     funcs = primfuncs(applied_mod)
     tuned = sorted(n for n, f in funcs.items() if f.attrs is not None and "tirx.is_scheduled" in f.attrs)
     untuned = sorted(n for n in funcs if n not in tuned)
+    defaults = [] if target_spec.is_gpu else _records_of_the_default(mod, funcs, tuned, target_spec)
     info = {
         "path": db_dir,
         "digest": digest(db_dir),
         "target_key": (manifest or {}).get("target_key"),
         "kernels": len(funcs),
-        "applied": len(tuned),
+        "applied": len(tuned) - len(defaults),
         "untuned": untuned,
+        "default_records": defaults,
         "repairs": notes,
     }
     return applied_mod, info
+
+
+def _records_of_the_default(mod, funcs: dict, tuned: list[str], target_spec) -> list[str]:
+    """The kernels whose best record is their default schedule (the seed, tuning/seed.py: no candidate beat it).
+    They run as they would untuned: not counted as tuned, and not checked in the model against themselves (the
+    profile's noise left such kernels out as "slower than the default")."""
+    from tuner.core.ir import same_program
+    from tuner.core.target import vector_lanes
+    from tuner.schedule.default_schedule import default_schedule
+
+    target, lanes = target_spec.tvm_target(), vector_lanes(target_spec)
+    out = []
+    for name in tuned:
+        default = default_schedule(mod[name], target, lanes)
+        if default is not None and same_program(default, funcs[name]):
+            out.append(name)
+    return out
 
 
 def merge(sources: list[str], dst: str) -> dict:
