@@ -35,9 +35,9 @@ from tuner.tuning.priority import count_stalls, heaviest_first, holding_time, in
 from tuner.tuning.progress import Progress, RoundStatus, measure_callback
 from tuner.tuning.rpc import runner as make_runner
 from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_seconds
-from tuner.tuning.seed import remeasure_suspect_seeds, seed_records
+from tuner.tuning.seed import seed_defaults
 from tuner.tuning.spaces import round_contexts, with_design_space
-from tuner.tuning.state import TaskState, TuneResult
+from tuner.tuning.state import TaskState, TuneResult, refresh, trials_in_db
 
 
 def tune(
@@ -135,7 +135,7 @@ def _tune_locked(
     run.cost_model = _cost_model(knobs, target_spec, db_dir, resume or warm.cost_model)
     run.deadline = Deadline(run.start + knobs.time_budget_s) if knobs.time_budget_s else None
     spent, stopped = _rounds(run, target_spec, budget, progress)
-    _refresh(states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+    refresh(states, db_dir)
     run.save()
     total_trials = sum(s.trials for s in states)
     return TuneResult(db_dir, states, spent, total_trials, time.time() - run.start, stopped, shared, repairs, warm)
@@ -218,7 +218,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     if not run.tunable or budget == 0:
         return spent, "nothing-to-do"
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
-        spent = _seed_defaults(run, target_spec, budget, builder, runner, progress)
+        spent = seed_defaults(run, target_spec, budget, builder, runner, progress)
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
     progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))
@@ -230,7 +230,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
             if time_up:  # no batch fits the time left
                 return spent, "time"
             spent += ran
-            _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
+            refresh(run.states, db_dir)
             count_stalls(run.states, before, knobs.stalled_gain)
             run.save()
             progress.round(_status(run, spent, budget))
@@ -244,29 +244,6 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     except KeyboardInterrupt:
         return spent, "interrupted"
     return spent, "budget"
-
-
-def _seed_defaults(run: _Run, target_spec, budget, builder, runner, progress) -> int:
-    """Measure each untried task's default schedule as its first record (tuning/seed.py), heaviest first; seeds
-    timed far slower alone than their kernels ran in the model are measured again. Returns the trials spent."""
-    db_dir = run.db_dir
-    before = _trials_in_db(db_dir)
-    progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
-    untried = {id(st) for _, st in run.tunable if not st.trials}
-    seed_records(heaviest_first(run.tunable)[:budget], target_spec, run.db, builder, runner, run.deadline)
-    _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
-    seeded = [ts for ts in run.tunable if id(ts[1]) in untried]
-    for _, st in seeded:  # its one record is its default schedule: the in-model factor's denominator
-        st.default_ms = st.best_ms
-    again = remeasure_suspect_seeds(seeded, target_spec, run.db, builder, runner)
-    if again:
-        progress.stage("seed", f"{len(again)} default schedule(s) timed slower alone than in the model: again")
-        _refresh(run.states, D.workload_hashes(db_dir), D.record_counts(db_dir))
-        for _, st in again:
-            st.default_ms = st.best_ms
-    progress.trials(_trials_in_db(db_dir) - before)
-    run.save()
-    return _trials_in_db(db_dir) - before
 
 
 def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
@@ -314,7 +291,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), measure_callback(progress)]
     if deadline:
         callbacks = [*callbacks, deadline.callback()]
-    before = _trials_in_db(db_dir)
+    before = trials_in_db(db_dir)
     try:
         ms.tune.tune_tasks(
             tasks=contexts,
@@ -333,7 +310,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     except Exception:
         if not (deadline and deadline.fired):
             raise
-    return max(_trials_in_db(db_dir) - before, 0), False
+    return max(trials_in_db(db_dir) - before, 0), False
 
 
 def _time_words(knobs: Knobs) -> str:
@@ -375,24 +352,12 @@ def _round_size(round_trials: int, remaining: int, per_iter: int) -> tuple[int, 
     return per_iter, max(per_iter, size - size % per_iter)
 
 
-def _trials_in_db(db_dir) -> int:
-    return sum(c["trials"] for c in D.record_counts(db_dir).values())
-
-
 def _selected(name: str, knobs: Knobs) -> str | None:
     if knobs.only and not any(fnmatch.fnmatch(name, p) or p in name for p in knobs.only):
         return "not selected by --only"
     if any(fnmatch.fnmatch(name, p) or p in name for p in knobs.skip):
         return "excluded by --skip"
     return None
-
-
-def _refresh(states, hashes, counts):
-    for st in states:
-        if st.workload_hash in hashes:
-            c = counts.get(hashes.index(st.workload_hash), {})
-            st.trials = c.get("trials", 0)
-            st.best_ms = c["best_s"] * 1e3 if c.get("best_s") else None
 
 
 def _model_estimate(run: _Run) -> float | None:

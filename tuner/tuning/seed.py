@@ -11,14 +11,38 @@ import shutil
 from tuner.core.target import vector_lanes
 from tuner.schedule.default_schedule import heuristic_schedule
 from tuner.tuning.priority import heaviest_first
+from tuner.tuning.state import refresh, trials_in_db
 
 SEED_CHUNK = 8  # tasks built and measured together: the pool stays busy, and a time budget is checked between
 
 
+def seed_defaults(run, target_spec, budget, builder, runner, progress) -> int:
+    """Before the first round of a tune-model run (`run`: loop._Run): each untried task's default schedule
+    measured as its first record, heaviest first; seeds timed far slower alone than their kernels ran in the
+    model are measured again. Returns the trials spent."""
+    db_dir = run.db_dir
+    before = trials_in_db(db_dir)
+    progress.stage("seed", f"the default schedule of {min(budget, len(run.tunable))} kernels, measured")
+    untried = {id(st) for _, st in run.tunable if not st.trials}
+    seed_records(heaviest_first(run.tunable)[:budget], target_spec, run.db, builder, runner, run.deadline)
+    refresh(run.states, db_dir)
+    seeded = [ts for ts in run.tunable if id(ts[1]) in untried]
+    for _, st in seeded:  # its one record is its default schedule: the in-model factor's denominator
+        st.default_ms = st.best_ms
+    again = remeasure_suspect_seeds(seeded, target_spec, run.db, builder, runner)
+    if again:
+        progress.stage("seed", f"{len(again)} default schedule(s) timed slower alone than in the model: again")
+        refresh(run.states, db_dir)
+        for _, st in again:
+            st.default_ms = st.best_ms
+    progress.trials(trials_in_db(db_dir) - before)
+    run.save()
+    return trials_in_db(db_dir) - before
+
+
 def seed_records(tunable, target_spec, db, builder, runner, deadline=None) -> int:
     """Measure and commit the heuristic schedule of every (task, state) without trials, heaviest first (in the
-    model when it was profiled) and
-    `SEED_CHUNK` at a time; returns how many. With a `deadline` (tuning/deadline.py), no chunk after the first
+    model when it was profiled) and `SEED_CHUNK` at a time; returns how many. With a `deadline` (tuning/deadline.py), no chunk after the first
     starts that would end past it, judged by the last chunk's time: a warm run with many new kernels spent 23 s
     past its 2-minute budget seeding them all. A task left unseeded still gets the default schedule in the
     package."""

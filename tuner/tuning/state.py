@@ -65,3 +65,22 @@ class TuneResult:
     shared_workloads: int = 0
     repairs: list = field(default_factory=list)
     warm: WarmStart | None = None
+
+
+def trials_in_db(db_dir) -> int:
+    """Candidates measured into the database at `db_dir` (the files, not a counter we keep)."""
+    from tuner.tuning.database import store as D
+
+    return sum(c["trials"] for c in D.record_counts(db_dir).values())
+
+
+def refresh(states, db_dir) -> None:
+    """Each state's trials and best time from the database at `db_dir`."""
+    from tuner.tuning.database import store as D
+
+    hashes, counts = D.workload_hashes(db_dir), D.record_counts(db_dir)
+    for st in states:
+        if st.workload_hash in hashes:
+            c = counts.get(hashes.index(st.workload_hash), {})
+            st.trials = c.get("trials", 0)
+            st.best_ms = c["best_s"] * 1e3 if c.get("best_s") else None
