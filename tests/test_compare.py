@@ -311,7 +311,7 @@ def test_cpu_peak_comes_from_an_fma_loop_of_the_targets_widest_vector():
     on the widest registers (zmm with AVX-512), and the ISA figure explains it: lanes x 2 x pipes x GHz x
     threads."""
     from tuner.core.target import resolve_target, vector_lanes
-    from tuner.report.peak import build_fma_loop, isa_peak_gflops, measure_fma_gflops, nominal_ghz
+    from tuner.report.peak import build_fma_loop, isa_explanation, isa_peak_gflops, measure_fma_gflops, nominal_ghz
 
     spec = resolve_target("llvm")
     lanes = vector_lanes(spec)
@@ -320,5 +320,10 @@ def test_cpu_peak_comes_from_an_fma_loop_of_the_targets_widest_vector():
     assert any("vfmadd" in line and register in line for line in asm.splitlines())
     assert measure_fma_gflops(spec.tvm_target(), lanes, 1, repeat=1) > 0
     assert isa_peak_gflops(16, 1, 2.6, 2) == pytest.approx(166.4)  # Zen 4: AVX-512 FMAs in two 256-bit halves
+    # 256 GFLOP/s on 2 threads of 16 lanes: one FMA a cycle at 4.0 GHz, not two at 2.0 (below the nominal 2.6)
+    assert isa_explanation(256.0, 16, 2, 2.6) == (
+        "ISA: 16 lanes x 2 FLOPs x 1 full-width FMA/cycle x 2 thread(s) at 4.00 GHz (nominal 2.60 GHz)"
+    )
+    assert "x 2 full-width FMA/cycle" in isa_explanation(500.0, 16, 2, 3.0)  # two 512-bit units at 3.9 GHz
     ghz = nominal_ghz()
     assert ghz is None or 0.5 < ghz < 10

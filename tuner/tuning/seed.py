@@ -42,10 +42,10 @@ def seed_defaults(run, target_spec, budget, builder, runner, progress) -> int:
 
 def seed_records(tunable, target_spec, db, builder, runner, deadline=None) -> int:
     """Measure and commit the heuristic schedule of every (task, state) without trials, heaviest first (in the
-    model when it was profiled) and `SEED_CHUNK` at a time; returns how many. With a `deadline` (tuning/deadline.py), no chunk after the first
-    starts that would end past it, judged by the last chunk's time: a warm run with many new kernels spent 23 s
-    past its 2-minute budget seeding them all. A task left unseeded still gets the default schedule in the
-    package."""
+    model when it was profiled) and `SEED_CHUNK` at a time; returns how many. With a `deadline`
+    (tuning/deadline.py), no chunk after the first starts that would end past it, judged by the last chunk's
+    time: a warm run with many new kernels spent 23 s past its 2-minute budget seeding them all. A task left
+    unseeded still gets the default schedule in the package."""
     import time
 
     todo = heaviest_first([ts for ts in tunable if not ts[1].trials])
