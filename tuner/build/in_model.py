@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuner.core.ir import PACKED
+
 MARGIN = 0.03  # a record stays unless its kernel runs at least 3% slower in the model than the default ...
 MIN_US = 2.0  # ... and at least this many microseconds per inference (below, the profile's own noise)
 ROUNDS = 4  # turns per build; each turn profiles RUNS inferences
 RUNS = 3
-PACKED = "_prepacked"  # the suffix TVM gives a kernel whose weights it packs at build time
 
 
 def slower_in_model(tuned, default, feed: list[np.ndarray], rounds: int = ROUNDS) -> dict[str, tuple[float, float]]:

@@ -28,7 +28,7 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
     console_level = ms_logger.level  # quiet_tvm_logs's: each tuning run leaves it at DEBUG for the next
     shapes = tune_shapes_for(prepared, opts["tune_shapes"])
     share = _budget_share(knobs, len(shapes))
-    lowered, results = {}, []
+    lowered, results, untuned = {}, [], {}  # untuned: the default builds the profiles made, reused after tuning
     for k, pinned in enumerate(shapes):
         label = " ".join(f"{n}:{format_dims(d)}" for n, d in pinned.items())
         progress.stage("tune shape", f"{k + 1} of {len(shapes)}: {label}")
@@ -39,13 +39,14 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
         key = f"{prepared.name}-{prepared.sha256[:8]}-{'-'.join(format_dims(d) for d in pinned.values())}"
         profile = None
         if opts["measure_here"] and not spec.is_gpu and share.trials and share.rank == "model":
-            profile = profile_default_build(low, progress)[1]
+            untuned[_key(pinned)], profile = profile_default_build(low, progress)
         args = (opts["resume"], key, strategy.name, progress, warm_from, profile)
         results.append(tune(low.mod, spec, db_dir, share, *args))
         if results[-1].stopped == "interrupted":
             return _summary(model, spec, strategy, prepared, db_dir, results, shapes)
     summary = _summary(model, spec, strategy, prepared, db_dir, results, shapes)
     progress.stage("build", f"{output}: the range and {len(shapes)} tune shape(s), tuned records from {db_dir}")
+    opts = {**opts, "untuned": untuned}
     build, manifest = _build(model, prepared, spec, strategy, db_dir, shapes, lowered, opts, progress, t0, output)
     first = build.variants[0][1] if build.variants else build.generic
     summary.update(
@@ -64,8 +65,8 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
     from tuner.commands.tuned_package import time_and_verify
 
     progress.stage("time", "untuned vs tuned at the first tune shape; verify across the range")
-    untuned = build_lowered(lowered[_key(shapes[0])])
-    summary.update(time_and_verify(output, untuned, manifest, model if opts["verify"] else None))
+    default_build = untuned.get(_key(shapes[0])) or build_lowered(lowered[_key(shapes[0])])
+    summary.update(time_and_verify(output, default_build, manifest, model if opts["verify"] else None))
     if opts["verify"]:
         summary["verify_shapes"] = verify_across_range(output, model)
     return summary
@@ -78,9 +79,9 @@ def _build(model, prepared, spec, strategy, db_dir, shapes, lowered, opts, progr
     def variant(p):  # the build tune-model makes of a pinned model: records slower in the model left out
         from tuner.commands.tuned_package import records_checked_in_model
 
-        low = lowered[_key(p.shapes)]
+        low, default = lowered[_key(p.shapes)], opts["untuned"].get(_key(p.shapes))
         tuned = build_lowered(low, db_dir)
-        return records_checked_in_model(low, db_dir, tuned, progress)[0] if opts["measure_here"] else tuned
+        return records_checked_in_model(low, db_dir, tuned, progress, default)[0] if opts["measure_here"] else tuned
 
     args = (opts["layout"], opts["consts"], opts["precision"], variant)
     build = build_ranged(model, prepared, spec, strategy, db_dir, shapes, *args)

@@ -71,6 +71,8 @@ def primfuncs(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
+PACKED = "_prepacked"  # the suffix TVM gives a kernel whose weights it packs at build time
+
 _PREPROC_TRUE = re.compile(r'("meta_schedule\.layout_rewrite_preproc"): (?:1|T\.bool\(True\))\b')
 
 

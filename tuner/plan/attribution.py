@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from tuner.core.ir import PACKED
 from tuner.plan import reasons
 from tuner.plan.model import FusionPlan
 
@@ -23,7 +24,7 @@ _ORT_FUSION = re.compile(r"/\w*Fusion\w*/?$")
 
 def base_name(kernel: str) -> str:
     """ "fused_conv2d_strided_slice11_prepacked" and "fused_conv2d_strided_slice1" -> "fused_conv2d_strided_slice"."""
-    return reasons.base_name(reasons.base_name(kernel).removesuffix("_prepacked"))
+    return reasons.base_name(reasons.base_name(kernel).removesuffix(PACKED))
 
 
 def kernel_groups(calls: list[str], plan: FusionPlan) -> dict[str, list]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PACKED = "_prepacked"  # the suffix TVM gives a kernel whose weights it packs at build time
+from tuner.core.ir import PACKED
+
 RUNS = 5  # inferences profiled (median per call symbol) after a warm-up
 
 
