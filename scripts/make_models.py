@@ -13,6 +13,9 @@ cuda_edges.onnx   the two kernels dlight could not schedule on real models: an H
                   residual Add
 subnormal_conv.onnx  a 768->384 1x1 conv on a 10x10 map whose weights are 24% subnormal, as a trained text
                   detector's were (the subnormal-weights lever)
+crnn_lstm.onnx    a classic CRNN text recognizer at real scale: a VGG-style conv stack over a 32x320 grey crop down to
+                  80 columns, two bidirectional LSTM layers (hidden 256, as EasyOCR's and chineseocr's CRNNs) and
+                  a per-column classifier (the recurrent-steps lever)
 resnext_blocks.onnx  three ResNeXt-50 (32x4d) stage-1 bottlenecks at 56x56: 1x1, grouped 3x3 (32 groups of 4),
                   1x1, residual Add (the grouped conv of tuner/banded_conv.py; no real ResNeXt is available here)
 """
@@ -345,7 +348,44 @@ def make_seq_encoder(d=32, vocab=500, ffn=64) -> onnx.ModelProto:
     return g.model("seq_encoder", [ids, mask], [hidden])
 
 
+def make_crnn_lstm(h=32, w=320, hidden=256, classes=97) -> onnx.ModelProto:
+    """Conv stack -> [seq=w/4, 1, 256] -> BiLSTM x2 (hidden 256) -> per-column classifier."""
+    g = GraphBuilder(8)
+    y, c = "image", 1
+    for i, (cout, pool) in enumerate([(64, (2, 2)), (128, (2, 2)), (256, (2, 1)), (256, (2, 1)), (256, (2, 1))]):
+        y = conv_bn(g, y, c, cout, f"conv{i}")
+        y = g.op("MaxPool", [y], name=f"pool{i}", kernel_shape=list(pool), strides=list(pool))
+        c = cout
+    seq = w // 4  # height 32 -> 1 after five halvings; width 320 -> 80 after two
+    y = g.op("Squeeze", [y, g.const("height_axis", np.array([2], np.int64))], name="collapse_height")
+    y = g.op("Transpose", [y], name="time_major", perm=[2, 0, 1])  # [seq, 1, 256]
+    for layer in range(2):
+        cin = c if layer == 0 else 2 * hidden
+        weights = [
+            g.weight(f"lstm{layer}.W", (2, 4 * hidden, cin)),
+            g.weight(f"lstm{layer}.R", (2, 4 * hidden, hidden)),
+        ]
+        lstm_in = [y, *weights, g.weight(f"lstm{layer}.B", (2, 8 * hidden), 0.1)]
+        y = g.op("LSTM", lstm_in, name=f"lstm{layer}", hidden_size=hidden, direction="bidirectional")
+        y = g.op("Transpose", [y], name=f"lstm{layer}/dirs_last", perm=[0, 2, 1, 3])  # [seq, 1, 2, H]
+        y = g.op(
+            "Reshape",
+            [y, g.const(f"lstm{layer}.merge", np.array([seq, 1, 2 * hidden], np.int64))],
+            name=f"lstm{layer}/merge_dirs",
+        )
+    y = g.op("MatMul", [y, g.weight("head.w", (2 * hidden, classes))], name="head/matmul")
+    y = g.op("Add", [y, g.weight("head.b", (classes,), 0.1)], name="head/bias")
+    g.op("Softmax", [y], name="head/softmax", axis=-1)
+    g.nodes[-1].output[0] = "probs"
+    return g.model(
+        "crnn_lstm",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 1, h, w])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [seq, 1, classes])],
+    )
+
+
 MODELS = {
+    "crnn_lstm": make_crnn_lstm,
     "line_reader": make_line_reader,
     "seq_encoder": make_seq_encoder,
     "cnn": make_cnn,

@@ -1,5 +1,7 @@
 """Recurrent converters end to end: a CRNN-style model (convolutions, then a bidirectional LSTM, then a
-classifier) imports, fuses, builds and matches ONNX Runtime, and the plan shows the recurrent cell's kernels."""
+classifier) imports, fuses, builds and matches ONNX Runtime; on CPU each recurrent op is one sequence kernel
+(tuner/frontend/converters/recurrent_sequence.py), elsewhere or where that kernel does not apply the steps are
+unrolled, and the plan shows which."""
 
 import numpy as np
 import onnx
@@ -11,7 +13,7 @@ from tuner.plan import build_plan
 from tuner.runtime import load
 
 
-def _crnn(path, cell="LSTM", seq=12, hidden=8):
+def _crnn(path, cell="LSTM", seq=12, hidden=8, **cell_attrs):
     rng = np.random.default_rng(0)
 
     def w(name, *shape):
@@ -24,7 +26,9 @@ def _crnn(path, cell="LSTM", seq=12, hidden=8):
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("Reshape", ["r", "flat"], ["f"], name="to_sequence"),  # [1, 24, seq]
         helper.make_node("Transpose", ["f"], ["s"], name="time_major", perm=[2, 0, 1]),  # [seq, 1, 24]
-        helper.make_node(cell, ["s", "W", "R", "B"], ["y"], name="rnn", hidden_size=hidden, direction="bidirectional"),
+        helper.make_node(
+            cell, ["s", "W", "R", "B"], ["y"], name="rnn", hidden_size=hidden, direction="bidirectional", **cell_attrs
+        ),
         helper.make_node("Transpose", ["y"], ["yt"], name="dirs_last", perm=[0, 2, 1, 3]),  # [seq, 1, 2, H]
         helper.make_node("Reshape", ["yt", "feat"], ["yf"], name="merge_dirs"),  # [seq, 1, 2H]
         helper.make_node("MatMul", ["yf", "head"], ["logits"], name="classifier"),
@@ -49,11 +53,11 @@ def _crnn(path, cell="LSTM", seq=12, hidden=8):
     return path
 
 
-@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
-def test_crnn_builds_and_matches_onnxruntime(tmp_path, cell):
+@pytest.mark.parametrize("cell,attrs", [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+def test_crnn_builds_and_matches_onnxruntime(tmp_path, cell, attrs):
     from tuner.commands.run import verify_against_onnx
 
-    path = _crnn(str(tmp_path / "crnn.onnx"), cell)
+    path = _crnn(str(tmp_path / "crnn.onnx"), cell, **attrs)
     out = str(tmp_path / "crnn.ftpkg")
     compile_model(path, out, target="llvm")
     model = load(out)
@@ -62,9 +66,82 @@ def test_crnn_builds_and_matches_onnxruntime(tmp_path, cell):
     assert v["ok"], v
 
 
-def test_lstm_plan_shows_the_cell_fused_per_step(tmp_path):
+def _kernels_of(plan, node):
+    return [[m.primfunc for m in g.members] for g in plan.groups if node in g.onnx_nodes and g.launched]
+
+
+@pytest.mark.parametrize("cell,attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+def test_cpu_plan_runs_the_whole_sequence_in_one_kernel(tmp_path, cell, attrs):
+    plan = build_plan(_crnn(str(tmp_path / "crnn.onnx"), cell, seq=6, **attrs), target="llvm", fusion="tvm")
+    kernels = _kernels_of(plan, "rnn")
+    # both directions' input projection as one matmul (biases in its epilogue), then one kernel for every step
+    sequence = [ops for ops in kernels if any(op.startswith(f"{cell.lower()}_sequence") for op in ops)]
+    assert len(sequence) == 1 and len(sequence[0]) == 1, kernels
+    assert sum(any(op.startswith("matmul") for op in ops) for ops in kernels) == 1, kernels
+    assert len(kernels) <= 3, kernels  # (the packed recurrent weights fold into constants: no kernel)
+
+
+@pytest.mark.parametrize(
+    "cell,attrs,precision",
+    [
+        # GRU without linear_before_reset needs r ⊙ H of every unit before the new gate's product
+        ("GRU", {}, None),
+        ("LSTM", {"clip": 2.0}, None),
+        ("LSTM", {"activations": ["Sigmoid", "Tanh", "Relu"] * 2}, None),
+        # TVM's mixed-precision pass cannot retype a hand-written kernel's call
+        ("LSTM", {}, "float16"),
+    ],
+)
+def test_what_the_sequence_kernel_cannot_run_stays_unrolled(tmp_path, cell, attrs, precision):
+    path = _crnn(str(tmp_path / "rnn.onnx"), cell, seq=4, **attrs)
+    plan = build_plan(path, target="llvm", fusion="tvm", precision=precision)
+    kernels = _kernels_of(plan, "rnn")
+    assert not any("sequence" in op for ops in kernels for op in ops) and len(kernels) > 8, kernels
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
+def test_sequence_kernel_batch_major_with_initial_states(tmp_path, cell):
+    """layout=1 (batch first), batch 3, initial states fed at run time, a hidden size that is not a whole number
+    of vectors (20: blocks of 10 units), a forward and a reverse direction, against ONNX's reference evaluator
+    (ONNX Runtime refuses layout=1)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(1)
+    gates, seq, batch, feat, hidden = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell], 7, 3, 5, 20
+    inputs = ["x", "W", "R", "B", "", "h0"] + (["c0"] if cell == "LSTM" else [])
+    attrs = {"linear_before_reset": 1} if cell == "GRU" else {}
+    node = helper.make_node(
+        cell, inputs, ["y", "y_h"], hidden_size=hidden, direction="bidirectional", layout=1, **attrs
+    )
+
+    def w(name, *shape):
+        return numpy_helper.from_array((0.4 * rng.standard_normal(shape)).astype("float32"), name)
+
+    states = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [batch, 2, hidden]) for n in inputs[5:]]
+    graph = helper.make_graph(
+        [node],
+        "batch_major",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, seq, feat])] + states,
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, seq, 2, hidden]),
+            helper.make_tensor_value_info("y_h", TensorProto.FLOAT, [batch, 2, hidden]),
+        ],
+        [w("W", 2, gates * hidden, feat), w("R", 2, gates * hidden, hidden), w("B", 2, 2 * gates * hidden)],
+    )
+    path = str(tmp_path / "batch_major.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    out = str(tmp_path / "batch_major.ftpkg")
+    compile_model(path, out, target="llvm")
+    model = load(out)
+    feed = model.random_inputs()
+    got, want = model(**feed), ReferenceEvaluator(path).run(None, feed)
+    for g, w_ in zip(got.values() if isinstance(got, dict) else got, want):
+        np.testing.assert_allclose(np.asarray(g), w_, rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_plan_unrolls_the_cell_per_step(tmp_path):
     seq = 4
-    plan = build_plan(_crnn(str(tmp_path / "crnn.onnx"), "LSTM", seq=seq), target="llvm", fusion="tvm")
+    plan = build_plan(_crnn(str(tmp_path / "crnn.onnx"), "LSTM", seq=seq), target="cuda:sm_80", fusion="tvm")
     members = [[m.primfunc for m in g.members] for g in plan.groups]
     # per step and direction: the recurrent matmul with its bias adds as one kernel...
     steps = [g for g, ops in zip(plan.groups, members) if any(op.startswith("matmul1") for op in ops)]

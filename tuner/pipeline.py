@@ -13,6 +13,7 @@ before grouping, so each operator is its own kernel.
 
 from __future__ import annotations
 
+from tuner.core.ir import is_hand_written
 from tuner.core.target import vector_lanes
 from tuner.fusion import FusionStrategy
 from tuner.legalize.conv_maps import legalize_map
@@ -98,19 +99,55 @@ def pack_weights(mod, target_spec):
             relax.transform.DeadCodeElimination(),  # the folded weight transforms
         ]
     )
+    mod, hand_written = _stand_ins_for_hand_kernels(mod)
     with target_spec.tvm_target(), tvm.transform.PassContext(opt_level=3):
-        return seq(mod)
+        mod = seq(mod)
+    for name, func in hand_written.items():
+        mod[mod.get_global_var(name)] = func
+    return mod
 
 
-def import_model(prepared, keep_params: bool = False):
+def _stand_ins_for_hand_kernels(mod):
+    """(module, {name: kernel}): hand-written kernels without a root block (the recurrent sequences) replaced by
+    stand-ins of the same signature that have one, as SplitLayoutRewritePreproc requires of every PrimFunc."""
+    import tvm
+
+    hand = {
+        gv.name_hint: f
+        for gv, f in mod.functions.items()
+        if isinstance(f, tvm.tirx.PrimFunc) and is_hand_written(f) and not isinstance(f.body, tvm.s_tir.SBlockRealize)
+    }
+    if not hand:
+        return mod, {}
+    out = mod.clone()
+    for name, f in hand.items():
+        out[out.get_global_var(name)] = _stand_in(f)
+    return out, hand
+
+
+def _stand_in(func):
+    """A PrimFunc with func's parameters whose body is one block writing zeros into the last one."""
+    import tvm
+    from tvm import te
+
+    *inputs, (shape, dtype) = [(p.ty.shape, p.ty.dtype) for p in func.params]
+    tensors = [te.placeholder(s, d) for s, d in inputs]
+    zeros = te.compute(shape, lambda *i: tvm.tirx.const(0, dtype), name="stand_in")
+    return te.create_prim_func(tensors + [zeros]).with_attrs(dict(func.attrs))
+
+
+def import_model(prepared, keep_params: bool = False, target_spec=None):
     """The ONNX import with the model's precision applied: (mod, params or None, provenance). With keep_params the
-    weights come back as parameters of main (a strategy that reads them binds them again)."""
+    weights come back as parameters of main (a strategy that reads them binds them again). For a CPU
+    `target_spec`, recurrent ops become one sequence kernel each (tuner/frontend/converters/recurrent_sequence.py)."""
     from tvm import relax
 
     from tuner.frontend.importer import import_to_relax
     from tuner.transform.precision import apply_precision
 
-    mod, prov = import_to_relax(prepared, keep_params=keep_params)
+    # (float16 stays unrolled: TVM's mixed-precision pass cannot retype a hand-written kernel's call)
+    cpu = target_spec is not None and not target_spec.is_gpu and prepared.precision == "float32"
+    mod, prov = import_to_relax(prepared, keep_params, sequence_lanes=vector_lanes(target_spec) if cpu else None)
     mod = apply_precision(mod, prepared.precision, prepared.path)
     params = None
     if keep_params:
@@ -118,12 +155,12 @@ def import_model(prepared, keep_params: bool = False):
     return mod, params, prov
 
 
-def import_for(prepared, strategy: FusionStrategy):
+def import_for(prepared, strategy: FusionStrategy, target_spec=None):
     """Import for a strategy: (mod, params keyed by their Relax Var or None, provenance).
 
     Keyed by Var, not by name: imported weights can share a name (light_bvlc_alexnet has two "OC2_DUMMY_1"),
     and BindParams refuses an ambiguous name. The passes before the bind keep parameter Vars as they are."""
-    mod, params, prov = import_model(prepared, keep_params=strategy.needs_params)
+    mod, params, prov = import_model(prepared, keep_params=strategy.needs_params, target_spec=target_spec)
     if params:
         main = mod["main"]
         params = dict(zip(main.params[int(main.attrs["num_input"]) :], params["main"]))
@@ -147,6 +184,10 @@ def anchor_weights_only(mod):
     out = mod
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or not func.attrs or "layout_free_buffers" not in func.attrs:
+            continue
+        if is_hand_written(func):  # a recurrent sequence: nothing to repack
+            out = out.clone() if out is mod else out
+            out[gv] = func.without_attr("layout_free_buffers")
             continue
         read_by_reduction = set()
         try:

@@ -99,7 +99,7 @@ def lower_prepared(
 
     layout = resolve_layout(layout, target_spec)
     t0 = time.perf_counter()
-    mod, params, provenance = import_for(prepared, strategy)
+    mod, params, provenance = import_for(prepared, strategy, target_spec)
     t1 = time.perf_counter()
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
     levers.update(pad_channels=pad_channels, winograd=winograd)

@@ -183,6 +183,7 @@ def render(summary) -> None:
             if summary["default_schedules"]
             else ""
         )
+        + (f"; written by hand: {', '.join(summary['hand_written'])}" if summary.get("hand_written") else "")
     )
     left_out = summary.get("records_left_out") or {}
     if left_out:

@@ -156,6 +156,7 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
         default_records=tuned.db_info.get("default_records", []),
         kernels=tuned.db_info["kernels"],
         default_schedules=tuned.db_info["untuned"],
+        hand_written=tuned.db_info.get("hand_written", []),
         records_left_out={k: {"tuned_us": a, "default_us": b} for k, (a, b) in left_out.items()},
     )
     if not measure_here:  # tuned remotely for a GPU this machine does not have: nothing to run here

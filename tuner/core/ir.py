@@ -71,6 +71,11 @@ def primfuncs(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
+def is_hand_written(func) -> bool:
+    """A kernel scheduled before any pass or tuner sees it (a recurrent sequence, a range check)."""
+    return func.attrs is not None and "tirx.is_scheduled" in func.attrs
+
+
 PACKED = "_prepacked"  # the suffix TVM gives a kernel whose weights it packs at build time
 
 _PREPROC_TRUE = re.compile(r'("meta_schedule\.layout_rewrite_preproc"): (?:1|T\.bool\(True\))\b')

@@ -20,6 +20,7 @@ from tuner.core.errors import NodeRefusal, TunerError, UnsupportedModelError, su
 from tuner.core.native_log import quiet_native_stderr
 from tuner.core.shapes import is_ranged
 from tuner.frontend.checks import iter_nodes, node_label
+from tuner.frontend.converters.recurrent import sequence_kernels
 from tuner.frontend.onnx_model import PreparedModel
 
 
@@ -270,8 +271,9 @@ def _hint_for(op: str, msg: str) -> str:
     return "this op or attribute combination is not implemented in TVM 0.27's Relax ONNX frontend"
 
 
-def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
-    """Import with provenance. Returns (IRModule, params dict or None, Provenance)."""
+def import_to_relax(prepared: PreparedModel, keep_params: bool = False, sequence_lanes: int | None = None):
+    """Import with provenance. Returns (IRModule, params dict or None, Provenance). `sequence_lanes` (a CPU
+    target's fp32 vector lanes): recurrent ops become one sequence kernel each where they can, not unrolled."""
     import tvm  # noqa: F401
 
     missing = unsupported_nodes(prepared.model)
@@ -304,7 +306,8 @@ def import_to_relax(prepared: PreparedModel, keep_params: bool = False):
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), quiet_native_stderr():
         warnings.simplefilter("ignore")
         try:
-            mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
+            with sequence_kernels(sequence_lanes):
+                mod = importer.from_onnx(prepared.model.graph, _opset(prepared.model))
         except TunerError as err:
             # the tracebacks hold the importer's BlockBuilder: drop them here, where its warning is silenced
             failure = type(err)(err.message, hint=err.hint)

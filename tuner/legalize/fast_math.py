@@ -56,19 +56,24 @@ _RATIONAL = {
 
 
 def rational(x, coefficients):
-    """clamp(x) * p(clamp(x)^2) / q(clamp(x)^2) as a float32 TIR expression that evaluates `x` once."""
+    """clamp(x) * p(clamp(x)^2) / q(clamp(x)^2) as a float32 TIR expression that evaluates `x` once (`x` a scalar
+    or a vector of float32)."""
     from tvm import tirx
 
     bound, num, den = coefficients
+    dtype = str(x.ty.dtype)  # float32 or float32xN: TIR's arithmetic broadcasts the scalar constants
+
+    def const(value):
+        return tirx.const(value, "float32")
 
     def horner(coeffs, z):
-        acc = tirx.const(coeffs[0], "float32")
+        acc = const(coeffs[0])
         for c in coeffs[1:]:
-            acc = acc * z + tirx.const(c, "float32")
+            acc = acc * z + const(c)
         return acc
 
-    v, c, z = tirx.Var("v", "float32"), tirx.Var("c", "float32"), tirx.Var("z", "float32")
-    clamped = tirx.max(tirx.min(v, tirx.const(bound, "float32")), tirx.const(-bound, "float32"))
+    v, c, z = tirx.Var("v", dtype), tirx.Var("c", dtype), tirx.Var("z", dtype)
+    clamped = tirx.max(tirx.min(v, const(bound)), const(-bound))
     value = tirx.Let(z, c * c, c * horner(num, z) / horner(den, z))
     return tirx.Let(v, x, tirx.Let(c, clamped, value))
 
@@ -84,7 +89,8 @@ def _register_llvm_rules():
         )
 
         def rule(call, coefficients=coefficients, default=default):
-            if str(call.ty.dtype) == "float32":
+            # scalar, or a vector where the loop was vectorised before intrinsics were lowered (hand kernels)
+            if str(call.ty.dtype).split("x")[0] == "float32":
                 return rational(call.args[0], coefficients)
             return default(call) if default is not None else call
 

@@ -52,7 +52,10 @@ def _reason(p: Group, c: Group, n_consumers: int, strategy) -> str:
         )
     anchors = [m for m in c.members if m.pattern == "anchor"]
     if pk == "opaque" or ck == "opaque":
-        return f"opaque op ({p.members[-1].primfunc if pk == 'opaque' else c.members[0].primfunc})"
+        name = p.members[-1].primfunc if pk == "opaque" else c.members[0].primfunc
+        if "_sequence" in name:  # tuner/frontend/converters/recurrent_sequence.py
+            return f"opaque op ({name}: every step of the recurrence in one hand-written kernel)"
+        return f"opaque op ({name})"
     if n_consumers > 1:
         return f"output has {n_consumers} consumers"
     # FuseOpsByPattern names its groups fused_relax_*; FuseOps treats them as opaque calls

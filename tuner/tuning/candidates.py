@@ -9,6 +9,7 @@ from tuner.core.ir import flops
 from tuner.tuning.builder import _TENSOR_CORE_MARK, fast_build
 from tuner.tuning.knobs import Knobs
 from tuner.tuning.spaces import bare_context, design_space
+from tuner.tuning.tasks import extract_tasks
 
 
 @dataclass
@@ -26,11 +27,7 @@ def sample_candidates(
     search's initial population (thousands of post-processed schedules) took 150 s per fp16 task on 2 cores."""
     from tvm.s_tir import meta_schedule as ms
 
-    tasks = [
-        t
-        for t in ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
-        if flops(t.dispatched[0]) >= Knobs.trivial_flops
-    ]
+    tasks = [t for t in extract_tasks(fused_mod, target_spec) if flops(t.dispatched[0]) >= Knobs.trivial_flops]
     tasks = sorted(tasks, key=lambda t: flops(t.dispatched[0]) * t.weight, reverse=True)[:max_tasks]
     space = design_space(target_spec, fused_mod)
     out = []

@@ -38,6 +38,7 @@ from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_secon
 from tuner.tuning.seed import seed_defaults
 from tuner.tuning.spaces import round_contexts, with_design_space
 from tuner.tuning.state import TaskState, TuneResult, refresh, trials_in_db
+from tuner.tuning.tasks import extract_tasks
 
 
 def tune(
@@ -111,12 +112,11 @@ class _Run:
 def _tune_locked(
     fused_mod, target_spec, db_dir, knobs, resume, model_key, fusion, progress, warm_from, profile
 ) -> TuneResult:
-    from tvm.s_tir import meta_schedule as ms
 
     db, manifest, repairs = D.open_database(db_dir, target_spec, create=True, writer=True)
     manifest = manifest or D.new_manifest(target_spec, fusion)
     D.write_manifest(db_dir, manifest)  # before the first record: records never exist without their target
-    extracted = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
+    extracted = extract_tasks(fused_mod, target_spec)
     warm = warm_start(db, db_dir, extracted, warm_from, target_spec)
     states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key, warm.hashes)
     for st in states if profile is not None else ():

@@ -8,11 +8,32 @@ the ONNX spec with their alpha/beta. `sequence_lens` shorter than the sequence i
 direction (states hold and outputs are zero past each length); reverse directions need full-length sequences.
 Limits: `input_forget` (LSTM) is refused; the unrolled graph grows with the sequence length (fine for the tens to
 hundreds of steps of speech and OCR models, not for thousands).
+
+For CPU targets (`sequence_kernels(lanes)` around the import) the common cells instead become one kernel for
+the whole sequence, every direction at once (recurrent_sequence.py beside this module): the input projection is
+still one matmul, and the recurrence runs inside the kernel. Unrolled remain: GPU targets, non-default activations,
+`clip`, peepholes, `sequence_lens` shorter than the sequence, and GRU without `linear_before_reset`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 from tuner.core.errors import TunerError
+
+# fp32 lanes of the CPU target's vectors while importing for one; None: unroll every recurrent op
+_SEQUENCE_LANES: contextvars.ContextVar[int | None] = contextvars.ContextVar("sequence_lanes", default=None)
+
+
+@contextlib.contextmanager
+def sequence_kernels(lanes: int | None):
+    """Within: recurrent ops that one sequence kernel can run become that kernel, vectorised `lanes` wide."""
+    token = _SEQUENCE_LANES.set(lanes)
+    try:
+        yield
+    finally:
+        _SEQUENCE_LANES.reset(token)
 
 
 def _relax():
@@ -202,9 +223,73 @@ class _Cell:
         state = self.bb.emit(self.op.stack(states, axis=0))  # [num_dir, batch, H]
         return self.bb.emit(self.op.permute_dims(state, [1, 0, 2])) if self.layout else state
 
+    # the activations each cell's sequence kernel computes (ONNX's defaults)
+    sequence_activations: tuple[str, ...] = ()
+
+    def sequence_kernel_ok(self) -> bool:
+        """Can one sequence kernel run this op? Default activations, no clip, peepholes or short sequences."""
+        defaults = [a.lower() for a in self.sequence_activations] * self.num_dir
+        acts = [(n.decode() if isinstance(n, bytes) else n).lower() for n, a, b in self.acts]
+        plain = all(a is None and b is None for _, a, b in self.acts)
+        return acts == defaults and plain and self.clip is None and self.lengths is None and self.dtype == "float32"
+
+    def recurrent_bias_outside(self):
+        """Recurrent-bias gates that stay inside a gate product (GRU's new gate with linear_before_reset)."""
+        return ()
+
+    def run_sequence(self, lanes: int):
+        """The op as one sequence kernel: xw = X·Wᵀ + folded biases (all directions in one matmul), the
+        recurrent weights packed per block of units (constants fold at build time), then the kernel."""
+        from tuner.frontend.converters.recurrent_sequence import SequenceShape, sequence_kernel, unit_block
+
+        relax, op, bb = _relax(), self.op, self.bb
+        D, H, G, S, B = self.num_dir, self.hidden, self.gates, self.seq, self.batch
+        in_size = _shape(self.w)[-1]
+        V = unit_block(H, lanes)
+        reverse = tuple(self.direction == "reverse" or d == 1 for d in range(D))
+        shape = SequenceShape(self.op_name, S, B, H, reverse, V, getattr(self, "linear_before_reset", False))
+        w_all = bb.emit(op.permute_dims(op.reshape(self.w, [D * G * H, in_size]), [1, 0]))  # [in, D*G*H]
+        xw = op.matmul(self.x, w_all)
+        inner = self.recurrent_bias_outside()
+        if self.b is not None:
+            wb = op.strided_slice(self.b, [1], [0], [G * H])
+            rb = op.strided_slice(self.b, [1], [G * H], [2 * G * H])
+            if inner:  # those gates' recurrent bias is added inside the kernel, not here
+                keep = [0.0 if g in inner else 1.0 for g in range(G) for _ in range(H)]
+                rb = op.multiply(rb, _const(keep, self.dtype))
+            xw = op.add(xw, op.reshape(op.add(wb, rb), [D * G * H]))
+        xw = bb.emit(xw)
+        rp = op.reshape(self.r, [D, G, H // V, V, H])  # R[d, g*H + nb*V + v, k] -> [d, nb, k, g, v]
+        args = [xw, bb.emit(op.permute_dims(rp, [0, 2, 4, 1, 3]))]
+        if inner:
+            if self.b is None:
+                args.append(bb.emit(op.zeros((D, H), self.dtype)))
+            else:
+                g = inner[0]
+                args.append(bb.emit(op.strided_slice(self.b, [1], [(G + g) * H], [(G + g + 1) * H])))
+        states = [self.init_h] + ([self.init_c] if self.outputs_state else [])
+        for st in states:  # [D, B, H] ([B, D, H] with layout 1)
+            if st is None:
+                st = op.zeros((D, B, H), self.dtype)
+            elif self.layout:
+                st = op.permute_dims(st, [1, 0, 2])
+            args.append(bb.emit(st))
+        n_states = len(states)
+        outs = [relax.TensorType((S, D, B, H), self.dtype)]
+        outs += [relax.TensorType((D, B, H), self.dtype)] * n_states
+        kernel = bb.add_func(sequence_kernel(shape), f"{self.op_name.lower()}_sequence")
+        result = bb.emit(relax.call_tir(kernel, relax.Tuple(args), outs))
+        y = bb.emit(relax.TupleGetItem(result, 0))
+        finals = [bb.emit(relax.TupleGetItem(result, 1 + k)) for k in range(n_states)]
+        if self.layout:
+            y = bb.emit(op.permute_dims(y, [2, 0, 1, 3]))
+            finals = [bb.emit(op.permute_dims(f, [1, 0, 2])) for f in finals]
+        return relax.Tuple([y] + finals)
+
 
 class _RNN(_Cell):
     gates = 1
+    sequence_activations = ("Tanh",)
 
     def __init__(self, bb, inputs, attrs):
         super().__init__(bb, inputs, attrs, "RNN")
@@ -222,6 +307,7 @@ class _RNN(_Cell):
 
 class _GRU(_Cell):
     gates = 3
+    sequence_activations = ("Sigmoid", "Tanh")
 
     def __init__(self, bb, inputs, attrs):
         super().__init__(bb, inputs, attrs, "GRU")
@@ -230,6 +316,12 @@ class _GRU(_Cell):
 
     def start(self, d):
         return [self.initial(self.init_h, d)]
+
+    def sequence_kernel_ok(self) -> bool:
+        return bool(self.linear_before_reset) and super().sequence_kernel_ok()
+
+    def recurrent_bias_outside(self):
+        return (2,)  # h~ = tanh(x_h + r * (H·R_hᵀ + Rb_h)): Rb_h inside the product with r
 
     def step(self, xt, rt, rb, state, d):
         op, bb = self.op, self.bb
@@ -256,6 +348,7 @@ class _GRU(_Cell):
 class _LSTM(_Cell):
     gates = 4
     outputs_state = True
+    sequence_activations = ("Sigmoid", "Tanh", "Tanh")
 
     def __init__(self, bb, inputs, attrs):
         super().__init__(bb, inputs, attrs, "LSTM")
@@ -267,6 +360,9 @@ class _LSTM(_Cell):
 
     def start(self, d):
         return [self.initial(self.init_h, d), self.initial(self.init_c, d)]
+
+    def sequence_kernel_ok(self) -> bool:
+        return self.p is None and super().sequence_kernel_ok()
 
     def step(self, xt, rt, rb, state, d):
         op, bb = self.op, self.bb
@@ -294,4 +390,8 @@ def convert(op_name: str, bb, inputs, attrs):
     for k, name in enumerate(("X", "W", "R")):
         if inputs[k] is None or getattr(inputs[k].ty, "shape", None) is None:
             raise TunerError(f"{op_name}: input {name} needs a static shape")
-    return cls(bb, inputs, attrs).run()
+    cell = cls(bb, inputs, attrs)
+    lanes = _SEQUENCE_LANES.get()
+    if lanes and cell.sequence_kernel_ok():
+        return cell.run_sequence(lanes)
+    return cell.run()
