@@ -116,7 +116,7 @@ def bench_model(name, args, threads) -> dict:
     from tuner.tuning import Knobs
 
     path, shapes, consts = resolve(name)
-    out = os.path.join(args.out, name)
+    out = os.path.join(args.out, os.path.splitext(os.path.basename(name))[0])  # (a path names its file's stem)
     os.makedirs(out, exist_ok=True)
     prepared = prepare_model(path, shapes or None, consts or None)
     row = {"model": name, "budget_s": args.budget_s}

@@ -238,7 +238,7 @@ class _Cell:
         return ()
 
     def run_sequence(self, lanes: int):
-        """The op as one sequence kernel: xw = X·Wᵀ + folded biases (all directions in one matmul), the
+        """The op as one sequence kernel: xw = X·Wᵀ + folded biases (all directions in one batched matmul), the
         recurrent weights packed per block of units (constants fold at build time), then the kernel."""
         from tuner.frontend.converters.recurrent_sequence import SequenceShape, sequence_kernel, unit_block
 
@@ -248,8 +248,10 @@ class _Cell:
         V = unit_block(H, lanes)
         reverse = tuple(self.direction == "reverse" or d == 1 for d in range(D))
         shape = SequenceShape(self.op_name, S, B, H, reverse, V, getattr(self, "linear_before_reset", False))
-        w_all = bb.emit(op.permute_dims(op.reshape(self.w, [D * G * H, in_size]), [1, 0]))  # [in, D*G*H]
-        xw = op.matmul(self.x, w_all)
+        # one batched matmul, a batch per direction: [1, seq*batch, in] x [D, in, G*H] -> [D, seq*batch, G*H]
+        # (as one [in, D*G*H] matmul it ran 4-5x slower: 2.9 against 0.5 ms on the 80-step BiLSTM pair)
+        w_t = bb.emit(op.permute_dims(self.w, [0, 2, 1]))  # [D, in, G*H]
+        xw = op.matmul(op.reshape(self.x, [1, S * B, in_size]), w_t)
         inner = self.recurrent_bias_outside()
         if self.b is not None:
             wb = op.strided_slice(self.b, [1], [0], [G * H])
@@ -257,7 +259,8 @@ class _Cell:
             if inner:  # those gates' recurrent bias is added inside the kernel, not here
                 keep = [0.0 if g in inner else 1.0 for g in range(G) for _ in range(H)]
                 rb = op.multiply(rb, _const(keep, self.dtype))
-            xw = op.add(xw, op.reshape(op.add(wb, rb), [D * G * H]))
+            xw = op.add(xw, op.reshape(op.add(wb, rb), [D, 1, G * H]))
+        xw = op.reshape(xw, [D, S, B, G * H])
         xw = bb.emit(xw)
         rp = op.reshape(self.r, [D, G, H // V, V, H])  # R[d, g*H + nb*V + v, k] -> [d, nb, k, g, v]
         args = [xw, bb.emit(op.permute_dims(rp, [0, 2, 4, 1, 3]))]

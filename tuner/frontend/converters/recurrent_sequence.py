@@ -8,7 +8,7 @@ bias that is not inside a gate product, for all directions at once), and one ker
     for (direction, batch) in parallel:          # both directions of a bidirectional layer on their own cores
         for step in time order (reversed for the backward direction):
             for a block of V hidden units:       # V = one or two vectors of the target
-                gates[g][0:V] = xw[t, b, d, g, block]  (+ H_prev · R_gᵀ over the whole previous hidden state)
+                gates[g][0:V] = xw[d, t, b, g, block]  (+ H_prev · R_gᵀ over the whole previous hidden state)
                 the cell update of those V units (every gate of a unit is in its block: no barrier inside a step)
 
 The recurrent weights are packed once (folded into the constants) as [direction, block, k, gate, V], so the
@@ -63,7 +63,7 @@ def sequence_kernel(shape: SequenceShape):
     """The PrimFunc of `shape`'s whole sequence, scheduled for CPU (`tirx.is_scheduled`: no schedule rule or
     tuner touches it).
 
-    Parameters, in order: xw [seq, batch, directions * gates * hidden] (the input projection with its folded
+    Parameters, in order: xw [directions, seq, batch, gates * hidden] (the input projection with its folded
     biases), the packed recurrent weights [directions, hidden / V, hidden, gates, V], the recurrent bias of the
     GRU's new gate when `linear_before_reset` [directions, hidden] (else absent), the initial hidden state
     [directions, batch, hidden] and, for LSTM, the initial cell state; then the outputs Y [seq, directions, batch,
@@ -106,7 +106,7 @@ class _Parts:
             return T.if_then_else(step == 0, h0[db // B, db % B, u], y[prev_time(db, step), db // B, db % B, u])
 
         def x_gate(xw, db, step, g, nb, v):
-            return xw[time_of(db, step), db % B, (db // B * G + g) * H + unit(nb, v)]
+            return xw[db // B, time_of(db, step), db % B, g * H + unit(nb, v)]
 
         @T.macro
         def gates(acc, xw, rp, h0, y, db, step, nb, skip):
@@ -140,7 +140,7 @@ def _lstm(k: _Parts):  # gates i o f c;  c = f*c + i*g(c~);  h = o*h(c)
 
     @T.prim_func(private=True)
     def lstm(
-        xw: T.Buffer((S, B, D * G * H), dt),
+        xw: T.Buffer((D, S, B, G * H), dt),
         rp: T.Buffer((D, NB, H, G, V), dt),
         h0: T.Buffer((D, B, H), dt),
         c0: T.Buffer((D, B, H), dt),
@@ -175,7 +175,7 @@ def _gru(k: _Parts):  # gates z r h, linear_before_reset: h~ = tanh(x_h + r*(H·
 
     @T.prim_func(private=True)
     def gru(
-        xw: T.Buffer((S, B, D * G * H), dt),
+        xw: T.Buffer((D, S, B, G * H), dt),
         rp: T.Buffer((D, NB, H, G, V), dt),
         rbh: T.Buffer((D, H), dt),
         h0: T.Buffer((D, B, H), dt),
@@ -210,7 +210,7 @@ def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
 
     @T.prim_func(private=True)
     def rnn(
-        xw: T.Buffer((S, B, D * G * H), dt),
+        xw: T.Buffer((D, S, B, G * H), dt),
         rp: T.Buffer((D, NB, H, G, V), dt),
         h0: T.Buffer((D, B, H), dt),
         y: T.Buffer((S, D, B, H), dt),
