@@ -4,6 +4,7 @@
                            conv_transposes_as_convs  (k x k ConvTranspose, stride k -> 1x1 Conv + DepthToSpace)
     Relax, before fusion:  [FoldConstant -> FoldBatchnormToConv2D -> FoldConstant, where a batch_norm is left]
                            -> drop_dropout -> SumToAdd -> one_hot_matmul_as_take (tuner/one_hot.py)
+                           -> fold_attention_scale (tuner/transform/attention_scale.py)
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is
@@ -39,9 +40,10 @@ def graph_algebra(mod):
     if _calls(mod, "relax.nn.batch_norm"):
         seq = [relax.transform.FoldConstant(), relax.transform.FoldBatchnormToConv2D(), relax.transform.FoldConstant()]
         mod = tvm.transform.Sequential(seq)(mod)
+    from tuner.transform.attention_scale import fold_attention_scale
     from tuner.transform.one_hot import one_hot_matmul_as_take
 
-    return one_hot_matmul_as_take(sum_to_add(drop_dropout(mod)))
+    return fold_attention_scale(one_hot_matmul_as_take(sum_to_add(drop_dropout(mod))))
 
 
 def drop_dropout(mod):
