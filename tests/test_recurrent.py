@@ -70,7 +70,7 @@ def _kernels_of(plan, node):
     return [[m.primfunc for m in g.members] for g in plan.groups if node in g.onnx_nodes and g.launched]
 
 
-@pytest.mark.parametrize("cell,attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+@pytest.mark.parametrize("cell,attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("GRU", {}), ("RNN", {})])
 def test_cpu_plan_runs_the_whole_sequence_in_one_kernel(tmp_path, cell, attrs):
     plan = build_plan(_crnn(str(tmp_path / "crnn.onnx"), cell, seq=6, **attrs), target="llvm", fusion="tvm")
     kernels = _kernels_of(plan, "rnn")
@@ -84,8 +84,7 @@ def test_cpu_plan_runs_the_whole_sequence_in_one_kernel(tmp_path, cell, attrs):
 @pytest.mark.parametrize(
     "cell,attrs,precision",
     [
-        # GRU without linear_before_reset needs r ⊙ H of every unit before the new gate's product
-        ("GRU", {}, None),
+        ("RNN", {"activations": ["Relu", "Relu"]}, None),
         ("LSTM", {"clip": 2.0}, None),
         ("LSTM", {"activations": ["Sigmoid", "Tanh", "Relu"] * 2}, None),
         # TVM's mixed-precision pass cannot retype a hand-written kernel's call
@@ -99,8 +98,8 @@ def test_what_the_sequence_kernel_cannot_run_stays_unrolled(tmp_path, cell, attr
     assert not any("sequence" in op for ops in kernels for op in ops) and len(kernels) > 8, kernels
 
 
-@pytest.mark.parametrize("cell", ["LSTM", "GRU", "RNN"])
-def test_sequence_kernel_batch_major_with_initial_states(tmp_path, cell):
+@pytest.mark.parametrize("cell,lbr", [("LSTM", 0), ("GRU", 1), ("GRU", 0), ("RNN", 0)])
+def test_sequence_kernel_batch_major_with_initial_states(tmp_path, cell, lbr):
     """layout=1 (batch first), batch 3, initial states fed at run time, a hidden size that is not a whole number
     of vectors (20: blocks of 10 units), a forward and a reverse direction, against ONNX's reference evaluator
     (ONNX Runtime refuses layout=1)."""
@@ -109,7 +108,7 @@ def test_sequence_kernel_batch_major_with_initial_states(tmp_path, cell):
     rng = np.random.default_rng(1)
     gates, seq, batch, feat, hidden = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell], 7, 3, 5, 20
     inputs = ["x", "W", "R", "B", "", "h0"] + (["c0"] if cell == "LSTM" else [])
-    attrs = {"linear_before_reset": 1} if cell == "GRU" else {}
+    attrs = {"linear_before_reset": lbr} if cell == "GRU" else {}
     node = helper.make_node(
         cell, inputs, ["y", "y_h"], hidden_size=hidden, direction="bidirectional", layout=1, **attrs
     )

@@ -12,7 +12,7 @@ hundreds of steps of speech and OCR models, not for thousands).
 For CPU targets (`sequence_kernels(lanes)` around the import) the common cells instead become one kernel for
 the whole sequence, every direction at once (recurrent_sequence.py beside this module): the input projection is
 still one matmul, and the recurrence runs inside the kernel. Unrolled remain: GPU targets, non-default activations,
-`clip`, peepholes, `sequence_lens` shorter than the sequence, and GRU without `linear_before_reset`.
+`clip`, peepholes and `sequence_lens` shorter than the sequence.
 """
 
 from __future__ import annotations
@@ -320,11 +320,9 @@ class _GRU(_Cell):
     def start(self, d):
         return [self.initial(self.init_h, d)]
 
-    def sequence_kernel_ok(self) -> bool:
-        return bool(self.linear_before_reset) and super().sequence_kernel_ok()
-
     def recurrent_bias_outside(self):
-        return (2,)  # h~ = tanh(x_h + r * (H·R_hᵀ + Rb_h)): Rb_h inside the product with r
+        # with linear_before_reset, h~ = tanh(x_h + r * (H·R_hᵀ + Rb_h)): Rb_h inside the product with r
+        return (2,) if self.linear_before_reset else ()
 
     def step(self, xt, rt, rb, state, d):
         op, bb = self.op, self.bb

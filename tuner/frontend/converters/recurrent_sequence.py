@@ -69,7 +69,8 @@ def sequence_kernel(shape: SequenceShape):
     [directions, batch, hidden] and, for LSTM, the initial cell state; then the outputs Y [seq, directions, batch,
     hidden], Y_h [directions, batch, hidden] and, for LSTM, Y_c."""
     assert shape.gates * shape.block * 4 < 1024, "accumulators of one block: a small buffer per task"
-    return {"LSTM": _lstm, "GRU": _gru, "RNN": _rnn}[shape.cell](_Parts(shape))
+    cell = _gru_reset_first if shape.cell == "GRU" and not shape.linear_before_reset else _CELLS[shape.cell]
+    return cell(_Parts(shape))
 
 
 class _Parts:
@@ -202,6 +203,53 @@ def _gru(k: _Parts):  # gates z r h, linear_before_reset: h~ = tanh(x_h + r*(H·
     return gru
 
 
+def _gru_reset_first(k: _Parts):  # linear_before_reset=0: h~ = tanh(x_h + (r*h)·R_hᵀ), so a step has two phases
+    from tvm.script import tirx as T
+
+    S, B, H, G, D, V, NB, dt = k.dims
+    attrs = ATTRS
+
+    @T.prim_func(private=True)
+    def gru_reset_first(
+        xw: T.Buffer((D, S, B, G * H), dt),
+        rp: T.Buffer((D, NB, H, G, V), dt),
+        h0: T.Buffer((D, B, H), dt),
+        y: T.Buffer((S, D, B, H), dt),
+        yh: T.Buffer((D, B, H), dt),
+    ):
+        T.func_attr(attrs)
+        for db in T.parallel(D * B):
+            acc = T.alloc_buffer((G, V), dt, scope="local")
+            zr = T.alloc_buffer((2, H), dt, scope="local")  # z, and r*h of every unit: the new gate reads all
+            for step in range(S):
+                for nb in range(NB):  # z and r over H_prev
+                    for g in T.unroll(2):
+                        for v in T.vectorized(V):
+                            acc[g, v] = k.x_gate(xw, db, step, g, nb, v)
+                    for j in range(H):
+                        for g in T.unroll(2):
+                            for v in T.vectorized(V):
+                                acc[g, v] = acc[g, v] + k.h_prev(h0, y, db, step, j) * rp[db // B, nb, j, g, v]
+                    for v in T.vectorized(V):
+                        zr[0, k.unit(nb, v)] = k.sig(acc[0, v])
+                        zr[1, k.unit(nb, v)] = k.sig(acc[1, v]) * k.h_prev(h0, y, db, step, k.unit(nb, v))
+                for nb in range(NB):  # the new gate over r*h, then the state
+                    for v in T.vectorized(V):
+                        acc[2, v] = k.x_gate(xw, db, step, 2, nb, v)
+                    for j in range(H):
+                        for v in T.vectorized(V):
+                            acc[2, v] = acc[2, v] + zr[1, j] * rp[db // B, nb, j, 2, v]
+                    for v in T.vectorized(V):
+                        acc[2, v] = T.tanh(acc[2, v])
+                    for v in T.vectorized(V):
+                        y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = acc[2, v] + zr[0, k.unit(nb, v)] * (
+                            k.h_prev(h0, y, db, step, k.unit(nb, v)) - acc[2, v]
+                        )
+            k.last_hidden(y, yh, db)
+
+    return gru_reset_first
+
+
 def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
     from tvm.script import tirx as T
 
@@ -227,3 +275,6 @@ def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
             k.last_hidden(y, yh, db)
 
     return rnn
+
+
+_CELLS = {"LSTM": _lstm, "GRU": _gru, "RNN": _rnn}
