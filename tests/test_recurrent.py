@@ -151,3 +151,40 @@ def test_gpu_plan_unrolls_the_cell_per_step(tmp_path):
     assert len(tails) >= 2 * seq and all(len(ops) >= 4 for ops in tails)
     # the whole-sequence input projection: one matmul per direction
     assert sum(ops[0] == "matmul" for ops in members) == 2
+
+
+@pytest.mark.parametrize(
+    "cell,attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("GRU", {}), ("RNN", {"direction": "reverse"})]
+)
+def test_one_direction_and_batch_row_splits_each_step_over_the_threads(tmp_path, cell, attrs):
+    """Batch 1, one direction: the step's unit blocks run in parallel (the kernel's loop over them is the parallel
+    one), against ONNX Runtime. GRU without linear_before_reset keeps one thread (r·H of every unit comes first)."""
+    from tuner.commands.run import verify_against_onnx
+    from tuner.frontend.converters.recurrent_sequence import SequenceShape, sequence_kernel
+
+    rng = np.random.default_rng(2)
+    gates, seq, feat, hidden = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell], 9, 6, 64
+    node = helper.make_node(cell, ["x", "W", "R", "B"], ["y"], hidden_size=hidden, **attrs)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((0.3 * rng.standard_normal(shape)).astype("float32"), name)
+
+    graph = helper.make_graph(
+        [node],
+        "one_row",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, 1, feat])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [seq, 1, 1, hidden])],
+        [w("W", 1, gates * hidden, feat), w("R", 1, gates * hidden, hidden), w("B", 1, 2 * gates * hidden)],
+    )
+    path = str(tmp_path / "one_row.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), path)
+    out = str(tmp_path / "one_row.ftpkg")
+    compile_model(path, out, target="llvm")
+    model = load(out)
+    feed = model.random_inputs()
+    v = verify_against_onnx(model, feed, model(**feed), path)
+    assert v["ok"], v
+    split = cell != "GRU" or bool(attrs)
+    shape = SequenceShape(cell, seq, 1, hidden, (False,), 32, bool(attrs.get("linear_before_reset")), split_units=split)
+    loops = [n for n in sequence_kernel(shape).script().splitlines() if "T.parallel" in n]
+    assert len(loops) == 1 and ("for nb in" in loops[0]) == split, loops

@@ -37,6 +37,9 @@ class SequenceShape:
     block: int  # hidden units per block (V)
     linear_before_reset: bool = False  # GRU only
     dtype: str = "float32"
+    # threads take the unit blocks of each step (a parallel launch per step), not the directions and batch rows:
+    # for one direction and batch row, which would leave every other thread idle
+    split_units: bool = False
 
     @property
     def directions(self) -> int:
@@ -69,6 +72,7 @@ def sequence_kernel(shape: SequenceShape):
     [directions, batch, hidden] and, for LSTM, the initial cell state; then the outputs Y [seq, directions, batch,
     hidden], Y_h [directions, batch, hidden] and, for LSTM, Y_c."""
     assert shape.gates * shape.block * 4 < 1024, "accumulators of one block: a small buffer per task"
+    assert not (shape.split_units and shape.cell == "GRU" and not shape.linear_before_reset), "z, r·H of all units"
     cell = _gru_reset_first if shape.cell == "GRU" and not shape.linear_before_reset else _CELLS[shape.cell]
     return cell(_Parts(shape))
 
@@ -125,12 +129,29 @@ class _Parts:
             for u in range(H):
                 yh[db // B, db % B, u] = y[time_of(db, S - 1), db // B, db % B, u]
 
+        @T.macro
+        def sequence(block, bufs, y, yh):
+            """Every step of every task through `block(acc, bufs, db, step, nb)`, a cell's update of one unit
+            block over the kernel's buffers `bufs`. A
+            task (direction and batch row) keeps its accumulators in a local buffer, which TVM allocates from its
+            workspace pool and LLVM holds in registers across the gate products."""
+            if s.split_units:
+                for db in range(D * B):
+                    for step in range(S):
+                        for nb in T.parallel(H // V):
+                            acc = T.alloc_buffer((G, V), s.dtype, scope="local")
+                            block(acc, bufs, db, step, nb)
+                    last_hidden(y, yh, db)
+            else:
+                for db in T.parallel(D * B):
+                    acc = T.alloc_buffer((G, V), s.dtype, scope="local")
+                    for step in range(S):
+                        for nb in range(H // V):
+                            block(acc, bufs, db, step, nb)
+                    last_hidden(y, yh, db)
+
         self.sig, self.time_of, self.unit, self.h_prev, self.x_gate = sig, time_of, unit, h_prev, x_gate
-        self.gates, self.last_hidden = gates, last_hidden
-
-
-# Each task (a direction and batch row) keeps its accumulators in a local buffer: TVM allocates it from its
-# workspace pool once per task, and LLVM holds the block's 8 vectors in registers across the gate products.
+        self.gates, self.last_hidden, self.sequence = gates, last_hidden, sequence
 
 
 def _lstm(k: _Parts):  # gates i o f c;  c = f*c + i*g(c~);  h = o*h(c)
@@ -138,6 +159,19 @@ def _lstm(k: _Parts):  # gates i o f c;  c = f*c + i*g(c~);  h = o*h(c)
 
     S, B, H, G, D, V, NB, dt = k.dims
     attrs = ATTRS
+
+    @T.macro
+    def block(acc, bufs, db, step, nb):
+        xw, rp, h0, c0, y, yc = bufs
+        k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
+        for v in T.vectorized(V):
+            yc[db // B, db % B, k.unit(nb, v)] = k.sig(acc[2, v]) * T.if_then_else(
+                step == 0, c0[db // B, db % B, k.unit(nb, v)], yc[db // B, db % B, k.unit(nb, v)]
+            ) + k.sig(acc[0, v]) * T.tanh(acc[3, v])
+        for v in T.vectorized(V):
+            y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = k.sig(acc[1, v]) * T.tanh(
+                yc[db // B, db % B, k.unit(nb, v)]
+            )
 
     @T.prim_func(private=True)
     def lstm(
@@ -150,20 +184,7 @@ def _lstm(k: _Parts):  # gates i o f c;  c = f*c + i*g(c~);  h = o*h(c)
         yc: T.Buffer((D, B, H), dt),
     ):
         T.func_attr(attrs)
-        for db in T.parallel(D * B):
-            acc = T.alloc_buffer((G, V), dt, scope="local")
-            for step in range(S):
-                for nb in range(NB):
-                    k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
-                    for v in T.vectorized(V):
-                        yc[db // B, db % B, k.unit(nb, v)] = k.sig(acc[2, v]) * T.if_then_else(
-                            step == 0, c0[db // B, db % B, k.unit(nb, v)], yc[db // B, db % B, k.unit(nb, v)]
-                        ) + k.sig(acc[0, v]) * T.tanh(acc[3, v])
-                    for v in T.vectorized(V):
-                        y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = k.sig(acc[1, v]) * T.tanh(
-                            yc[db // B, db % B, k.unit(nb, v)]
-                        )
-            k.last_hidden(y, yh, db)
+        k.sequence(block, (xw, rp, h0, c0, y, yc), y, yh)
 
     return lstm
 
@@ -173,6 +194,19 @@ def _gru(k: _Parts):  # gates z r h, linear_before_reset: h~ = tanh(x_h + r*(H·
 
     S, B, H, G, D, V, NB, dt = k.dims
     attrs = ATTRS
+
+    @T.macro
+    def block(acc, bufs, db, step, nb):
+        xw, rp, rbh, h0, y = bufs
+        k.gates(acc, xw, rp, h0, y, db, step, nb, 2)
+        for v in T.vectorized(V):
+            acc[2, v] = T.tanh(
+                k.x_gate(xw, db, step, 2, nb, v) + k.sig(acc[1, v]) * (acc[2, v] + rbh[db // B, k.unit(nb, v)])
+            )
+        for v in T.vectorized(V):
+            y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = acc[2, v] + k.sig(acc[0, v]) * (
+                k.h_prev(h0, y, db, step, k.unit(nb, v)) - acc[2, v]
+            )
 
     @T.prim_func(private=True)
     def gru(
@@ -184,21 +218,7 @@ def _gru(k: _Parts):  # gates z r h, linear_before_reset: h~ = tanh(x_h + r*(H·
         yh: T.Buffer((D, B, H), dt),
     ):
         T.func_attr(attrs)
-        for db in T.parallel(D * B):
-            acc = T.alloc_buffer((G, V), dt, scope="local")
-            for step in range(S):
-                for nb in range(NB):
-                    k.gates(acc, xw, rp, h0, y, db, step, nb, 2)
-                    for v in T.vectorized(V):
-                        acc[2, v] = T.tanh(
-                            k.x_gate(xw, db, step, 2, nb, v)
-                            + k.sig(acc[1, v]) * (acc[2, v] + rbh[db // B, k.unit(nb, v)])
-                        )
-                    for v in T.vectorized(V):
-                        y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = acc[2, v] + k.sig(acc[0, v]) * (
-                            k.h_prev(h0, y, db, step, k.unit(nb, v)) - acc[2, v]
-                        )
-            k.last_hidden(y, yh, db)
+        k.sequence(block, (xw, rp, rbh, h0, y), y, yh)
 
     return gru
 
@@ -256,6 +276,13 @@ def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
     S, B, H, G, D, V, NB, dt = k.dims
     attrs = ATTRS
 
+    @T.macro
+    def block(acc, bufs, db, step, nb):
+        xw, rp, h0, y = bufs
+        k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
+        for v in T.vectorized(V):
+            y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = T.tanh(acc[0, v])
+
     @T.prim_func(private=True)
     def rnn(
         xw: T.Buffer((D, S, B, G * H), dt),
@@ -265,14 +292,7 @@ def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
         yh: T.Buffer((D, B, H), dt),
     ):
         T.func_attr(attrs)
-        for db in T.parallel(D * B):
-            acc = T.alloc_buffer((G, V), dt, scope="local")
-            for step in range(S):
-                for nb in range(NB):
-                    k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
-                    for v in T.vectorized(V):
-                        y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = T.tanh(acc[0, v])
-            k.last_hidden(y, yh, db)
+        k.sequence(block, (xw, rp, h0, y), y, yh)
 
     return rnn
 
