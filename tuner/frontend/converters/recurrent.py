@@ -9,10 +9,9 @@ direction (states hold and outputs are zero past each length); reverse direction
 Limits: `input_forget` (LSTM) is refused; the unrolled graph grows with the sequence length (fine for the tens to
 hundreds of steps of speech and OCR models, not for thousands).
 
-For CPU targets (`sequence_kernels(lanes)` around the import) the common cells instead become one kernel for
-the whole sequence, every direction at once (recurrent_sequence.py beside this module): the input projection is
-still one matmul, and the recurrence runs inside the kernel. Unrolled remain: GPU targets, non-default activations,
-`clip`, peepholes and `sequence_lens` shorter than the sequence.
+For CPU targets (`sequence_kernels(lanes)` around the import) the common cells become one kernel for the whole
+sequence instead (recurrent_sequence.py); unrolled remain GPU targets, float16, non-default activations, `clip`,
+peepholes and `sequence_lens` shorter than the sequence.
 """
 
 from __future__ import annotations
@@ -264,8 +263,7 @@ class _Cell:
                 keep = [0.0 if g in inner else 1.0 for g in range(G) for _ in range(H)]
                 rb = op.multiply(rb, _const(keep, self.dtype))
             xw = op.add(xw, op.reshape(op.add(wb, rb), [D, 1, G * H]))
-        xw = op.reshape(xw, [D, S, B, G * H])
-        xw = bb.emit(xw)
+        xw = bb.emit(op.reshape(xw, [D, S, B, G * H]))
         rp = op.reshape(self.r, [D, G, H // V, V, H])  # R[d, g*H + nb*V + v, k] -> [d, nb, k, g, v]
         args = [xw, bb.emit(op.permute_dims(rp, [0, 2, 4, 1, 3]))]
         if inner:
@@ -282,8 +280,7 @@ class _Cell:
                 st = op.permute_dims(st, [1, 0, 2])
             args.append(bb.emit(st))
         n_states = len(states)
-        outs = [relax.TensorType((S, D, B, H), self.dtype)]
-        outs += [relax.TensorType((D, B, H), self.dtype)] * n_states
+        outs = [relax.TensorType((S, D, B, H), self.dtype)] + [relax.TensorType((D, B, H), self.dtype)] * n_states
         kernel = bb.add_func(sequence_kernel(shape), f"{self.op_name.lower()}_sequence")
         result = bb.emit(relax.call_tir(kernel, relax.Tuple(args), outs))
         y = bb.emit(relax.TupleGetItem(result, 0))
