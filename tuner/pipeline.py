@@ -13,7 +13,7 @@ before grouping, so each operator is its own kernel.
 
 from __future__ import annotations
 
-from tuner.core.ir import is_hand_written
+from tuner.core.ir import is_scheduled
 from tuner.core.target import vector_lanes
 from tuner.fusion import FusionStrategy
 from tuner.legalize.conv_maps import legalize_map
@@ -115,7 +115,7 @@ def _stand_ins_for_hand_kernels(mod):
     hand = {
         gv.name_hint: f
         for gv, f in mod.functions.items()
-        if isinstance(f, tvm.tirx.PrimFunc) and is_hand_written(f) and not isinstance(f.body, tvm.s_tir.SBlockRealize)
+        if isinstance(f, tvm.tirx.PrimFunc) and is_scheduled(f) and not isinstance(f.body, tvm.s_tir.SBlockRealize)
     }
     if not hand:
         return mod, {}
@@ -185,7 +185,7 @@ def anchor_weights_only(mod):
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc) or not func.attrs or "layout_free_buffers" not in func.attrs:
             continue
-        if is_hand_written(func):  # a recurrent sequence: nothing to repack
+        if is_scheduled(func):  # (after lower: a hand-written kernel, a recurrent sequence) nothing to repack
             out = out.clone() if out is mod else out
             out[gv] = func.without_attr("layout_free_buffers")
             continue

@@ -71,8 +71,9 @@ def primfuncs(mod) -> dict:
     return {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
-def is_hand_written(func) -> bool:
-    """A kernel scheduled before any pass or tuner sees it (a recurrent sequence, a range check)."""
+def is_scheduled(func) -> bool:
+    """A kernel that carries its schedule: a tuning record applied to it, or written by hand (a recurrent
+    sequence, a range check). In a module straight from `lower`, only the hand-written ones."""
     return func.attrs is not None and "tirx.is_scheduled" in func.attrs
 
 

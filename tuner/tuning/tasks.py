@@ -6,7 +6,7 @@ with the name: root"), and there is nothing to search."""
 
 from __future__ import annotations
 
-from tuner.core.ir import is_hand_written
+from tuner.core.ir import is_scheduled
 
 
 def extract_tasks(fused_mod, target_spec) -> list:
@@ -14,4 +14,4 @@ def extract_tasks(fused_mod, target_spec) -> list:
     from tvm.s_tir import meta_schedule as ms
 
     tasks = ms.relax_integration.extract_tasks(fused_mod, target_spec.tvm_target())
-    return [t for t in tasks if not is_hand_written(t.dispatched[0]["main"])]
+    return [t for t in tasks if not is_scheduled(t.dispatched[0]["main"])]  # (the lowered module: hand-written)

@@ -186,15 +186,15 @@ def apply_database(mod, target_spec, db_dir: str):
     import tvm
     from tvm import relax
 
-    from tuner.core.ir import is_hand_written, primfuncs
+    from tuner.core.ir import is_scheduled, primfuncs
 
     db, manifest, notes = open_database(db_dir, target_spec)
     target = target_spec.tvm_target()
     with target, db, tvm.transform.PassContext(opt_level=3):
         applied_mod = relax.transform.MetaScheduleApplyDatabase()(mod)
     funcs = primfuncs(applied_mod)
-    hand_written = {n for n, f in primfuncs(mod).items() if is_hand_written(f)}  # scheduled before any record
-    tuned = sorted(n for n, f in funcs.items() if is_hand_written(f) and n not in hand_written)
+    hand_written = {n for n, f in primfuncs(mod).items() if is_scheduled(f)}  # scheduled before any record
+    tuned = sorted(n for n, f in funcs.items() if is_scheduled(f) and n not in hand_written)  # by a record
     untuned = sorted(n for n in funcs if n not in tuned and n not in hand_written)
     defaults = [] if target_spec.is_gpu else _records_of_the_default(mod, funcs, tuned, target_spec)
     info = {
