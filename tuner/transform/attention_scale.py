@@ -13,12 +13,6 @@ a constant, so it folds into the weights and the bias at build time: X·(c·Wq) 
 from __future__ import annotations
 
 
-def FoldAttentionScale():  # noqa: N802  (a pass, named as TVM names its passes)
-    import tvm
-
-    return tvm.transform.module_pass(lambda mod, ctx: fold_attention_scale(mod), opt_level=0, name="FoldAttentionScale")
-
-
 def fold_attention_scale(mod):
     """`mod` with every scalar multiply after a constant projection's reshape (and transpose) folded into the
     projection's constants (see the module's docstring). The bindings keep their variables (and so the ONNX

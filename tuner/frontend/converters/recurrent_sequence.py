@@ -114,13 +114,14 @@ class _Parts:
             return xw[db // B, time_of(db, step), db % B, g * H + unit(nb, v)]
 
         @T.macro
-        def gates(acc, xw, rp, h0, y, db, step, nb, skip):
-            """acc[g, 0:V] = x_g + H_prev · R_gᵀ over block nb's units (gate `skip` without its x part)."""
-            for g in T.unroll(G):
+        def gates(acc, xw, rp, h0, y, db, step, nb, skip, count):
+            """acc[g, 0:V] = x_g + H_prev · R_gᵀ over block nb's units for the first `count` gates (gate `skip`
+            without its x part)."""
+            for g in T.unroll(count):
                 for v in T.vectorized(V):
                     acc[g, v] = T.if_then_else(g == skip, T.float32(0), x_gate(xw, db, step, g, nb, v))
             for k in range(H):
-                for g in T.unroll(G):
+                for g in T.unroll(count):
                     for v in T.vectorized(V):
                         acc[g, v] = acc[g, v] + h_prev(h0, y, db, step, k) * rp[db // B, nb, k, g, v]
 
@@ -163,7 +164,7 @@ def _lstm(k: _Parts):  # gates i o f c;  c = f*c + i*g(c~);  h = o*h(c)
     @T.macro
     def block(acc, bufs, db, step, nb):
         xw, rp, h0, c0, y, yc = bufs
-        k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
+        k.gates(acc, xw, rp, h0, y, db, step, nb, -1, G)
         for v in T.vectorized(V):
             yc[db // B, db % B, k.unit(nb, v)] = k.sig(acc[2, v]) * T.if_then_else(
                 step == 0, c0[db // B, db % B, k.unit(nb, v)], yc[db // B, db % B, k.unit(nb, v)]
@@ -198,7 +199,7 @@ def _gru(k: _Parts):  # gates z r h, linear_before_reset: h~ = tanh(x_h + r*(H·
     @T.macro
     def block(acc, bufs, db, step, nb):
         xw, rp, rbh, h0, y = bufs
-        k.gates(acc, xw, rp, h0, y, db, step, nb, 2)
+        k.gates(acc, xw, rp, h0, y, db, step, nb, 2, G)
         for v in T.vectorized(V):
             acc[2, v] = T.tanh(
                 k.x_gate(xw, db, step, 2, nb, v) + k.sig(acc[1, v]) * (acc[2, v] + rbh[db // B, k.unit(nb, v)])
@@ -243,13 +244,7 @@ def _gru_reset_first(k: _Parts):  # linear_before_reset=0: h~ = tanh(x_h + (r*h)
             zr = T.alloc_buffer((2, H), dt, scope="local")  # z, and r*h of every unit: the new gate reads all
             for step in range(S):
                 for nb in range(NB):  # z and r over H_prev
-                    for g in T.unroll(2):
-                        for v in T.vectorized(V):
-                            acc[g, v] = k.x_gate(xw, db, step, g, nb, v)
-                    for j in range(H):
-                        for g in T.unroll(2):
-                            for v in T.vectorized(V):
-                                acc[g, v] = acc[g, v] + k.h_prev(h0, y, db, step, j) * rp[db // B, nb, j, g, v]
+                    k.gates(acc, xw, rp, h0, y, db, step, nb, -1, 2)
                     for v in T.vectorized(V):
                         zr[0, k.unit(nb, v)] = k.sig(acc[0, v])
                         zr[1, k.unit(nb, v)] = k.sig(acc[1, v]) * k.h_prev(h0, y, db, step, k.unit(nb, v))
@@ -279,7 +274,7 @@ def _rnn(k: _Parts):  # h = tanh(x + H·Rᵀ)
     @T.macro
     def block(acc, bufs, db, step, nb):
         xw, rp, h0, y = bufs
-        k.gates(acc, xw, rp, h0, y, db, step, nb, -1)
+        k.gates(acc, xw, rp, h0, y, db, step, nb, -1, G)
         for v in T.vectorized(V):
             y[k.time_of(db, step), db // B, db % B, k.unit(nb, v)] = T.tanh(acc[0, v])
 
