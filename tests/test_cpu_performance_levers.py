@@ -16,6 +16,7 @@ from tuner.frontend.onnx_model import prepare_model
 from tuner.fusion import get_strategy
 from tuner.schedule.default_schedule import heuristic_tiles
 from tuner.schedule.recipes import (
+    ALIASED_ROWS,
     DIVISOR_ROWS,
     EIGHT_ROWS,
     FOUR_ROW_TILES,
@@ -118,6 +119,13 @@ def test_heuristic_tiles():
     assert heuristic_tiles(inception, lanes=16, cores=2, recipe=EIGHT_ROWS)[2:4] == [[9, 1, 3, 1], [3, 1, 2, 16]]
     three = dataclasses.replace(EIGHT_ROWS, pow2_vectors=THREE_VECTORS.pow2_vectors)
     assert heuristic_tiles(inception, lanes=16, cores=2, recipe=three)[3] == [2, 1, 3, 16]
+    # 1x1 conv over 1024 channels on the 14-wide stage (ResNet-50): input rows 4 KB apart share one L1 set, so 7
+    # rows (of the 8 ways), not 14; a 128-row matmul with K = 1024 takes 4 rows and grows to 4 vectors instead
+    alias = [[1, 1, 1, 1], [14, 1, 1, 1], [14, 1, 1, 1], [256, 1, 1, 1], [1, 1], [1, 1], [1024, 1]]
+    assert heuristic_tiles(alias, lanes=16, cores=2)[2:4] == [[1, 2, 7, 1], [8, 1, 2, 16]]
+    assert heuristic_tiles(alias, lanes=16, cores=2, recipe=ALIASED_ROWS)[2] == [1, 1, 14, 1]
+    assert heuristic_tiles([[1, 1, 128, 1], [16, 1, 1, 16], [1024, 1]], lanes=16)[:2] == [[1, 32, 4, 1], [4, 1, 4, 16]]
+    assert [RECIPE.aliasing_rows(n) for n in (4096, 8192, 2048, 3072, 1536)] == [7, 7, 14, 28, 56]
     # weights of 1 MiB or more: the column blocks are the parallel loop and the row blocks run inside it, each
     # block of weight columns staying in cache while every row uses it; as long as the parallel loop keeps 4 jobs
     # per core (a 1536-column matmul, 48 blocks: 16 cores keep the rows outside)

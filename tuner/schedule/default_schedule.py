@@ -134,7 +134,9 @@ def heuristic_tiles(
     of `lanes` innermost and up to `max_vectors` of them side by side; the axes before it a register block of
     rows (the second-last first, then the one before when a small extent leaves room), as many as the vector
     registers hold; everything else of the spatial extents goes to the outermost loops, which are fused and
-    parallel (with `weights_outer`, the row blocks one level inside); reductions run whole in the outer loop."""
+    parallel (with `weights_outer`, the row blocks one level inside); reductions run whole in the outer loop.
+    Rows whose inputs alias in L1 are capped (`TileRecipe.aliasing_rows`); a row of the input is taken to be the
+    innermost reduction's extent of float32 (the channels of an NHWC conv, K of a matmul)."""
     spatial = [k for k, d in enumerate(decisions) if len(d) == 4]
     extents = [_product(d) for d in decisions]
     inner, block = {}, {}
@@ -148,6 +150,8 @@ def heuristic_tiles(
         budget = (registers - recipe.free_registers) // block.get(last, 1)  # accumulator rows that fit
         max_rows = recipe.rows(registers)
         rows_cap = min(max_rows, max(1, budget))
+        if reductions := [k for k, d in enumerate(decisions) if len(d) == 2]:  # the innermost one: contiguous
+            rows_cap = min(rows_cap, recipe.aliasing_rows(4 * extents[reductions[-1]]) or rows_cap)
         for i, k in enumerate(reversed([k for k in spatial if k != last])):  # the axis before the vector first
             block[k] = _divisor_at_most(extents[k], rows_cap)
             if recipe.whole_odd_rows and i == 0 and 2 * block[k] < rows_cap and extents[k] <= budget:
