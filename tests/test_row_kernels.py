@@ -133,3 +133,30 @@ def test_default_schedule_takes_the_row_schedule_unless_the_recipe_says_not():
     generic = heuristic_schedule(_softmax, target, lanes=8, recipe=GENERIC_ROW_KERNELS)
     assert any(inst.kind.name == "RFactor" for inst in rows.trace.insts)
     assert not any(inst.kind.name == "RFactor" for inst in generic.trace.insts)
+
+
+@pytest.mark.parametrize("length, partials", [(325, 13), (331, 0)])
+def test_rows_no_power_of_two_divides_run_full_vectors_and_a_tail(tmp_path, length, partials):
+    """A CTC head's 6,625 classes: the max and the sum through partial results as wide as the row's largest divisor
+    up to a vector (325: 13 lanes; a prime row keeps scalar reductions), exp and the division in full vectors
+    with a scalar tail, as two loops (a predicated vector loop ran lane by lane)."""
+    from onnx import helper
+
+    from tuner.build.executable import build_prepared
+    from tuner.core.ir import kernel_scripts
+    from tuner.core.target import resolve_target
+    from tuner.frontend.onnx_model import prepare_model
+    from tuner.fusion import get_strategy
+
+    shape = (2, 40, length)
+    model = save_onnx(
+        str(tmp_path / "s.onnx"), [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], {"x": shape}, {"y": shape}, []
+    )
+    built = build_prepared(prepare_model(model), resolve_target("llvm"), get_strategy("tvm"))
+    softmax = next(s for name, s in kernel_scripts(built.fused_mod).items() if "softmax" in name)
+    widths = set(re.findall(r"_rf = T\.sblock_alloc_buffer\(\(T\.int64\((\d+)\)", softmax))
+    assert widths == ({str(partials)} if partials else set()), softmax
+    tail = length - length % 16
+    assert softmax.count(f"in range(T.int64({tail}), T.int64({length}))") == 2, softmax  # exp's and the norm's tails
+    assert softmax.count("T.vectorized(T.int64(16))") >= 2
+    assert_matches_onnxruntime(built.executable, model, {"x": 4 * RNG.standard_normal(shape).astype("float32")})
