@@ -15,6 +15,7 @@ import re
 from tuner.core.ir import buffer_shapes, kernel_script
 from tuner.core.target import vector_lanes
 from tuner.schedule.column_reductions import column_schedule
+from tuner.schedule.data_movement import movement_schedule
 from tuner.schedule.inner_reductions import inner_reduction_schedule
 from tuner.schedule.intrinsics import register as register_intrinsics
 from tuner.schedule.padding import inline_channelwise_padding
@@ -292,7 +293,8 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
     with its tile sizes set by `heuristic_tiles` instead of drawn at random, post-processed as the tuner would; a
     normalisation over the innermost axis (softmax, layer norm) row by row instead (`row_kernels`), a reduction over
     outer axes with the kept innermost axis in vectors (`column_reductions`), one over the innermost axes with
-    vectors of partial results (`inner_reductions`)."""
+    vectors of partial results (`inner_reductions`), a kernel that only rearranges its input as a copy or a tiled
+    transpose (`data_movement`)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -311,6 +313,7 @@ def heuristic_schedule(func, target, lanes: int = 8, seed: int = 0, recipe: Tile
         (recipe.row_kernels, lambda: row_schedule(func, lanes)),
         (recipe.column_reductions, lambda: column_schedule(func, lanes, cores)),
         (recipe.inner_reductions, lambda: inner_reduction_schedule(func, lanes)),
+        (recipe.data_movement, lambda: movement_schedule(func, lanes)),
     ):
         if use and (sch := own_schedule()) is not None:
             sch.enter_postproc()

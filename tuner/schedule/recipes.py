@@ -56,6 +56,9 @@ class TileRecipe:
     # sums and means over the innermost axes (NCHW global pooling) with vectors of partial results
     # (`inner_reductions.inner_reduction_schedule`), not one scalar loop per element
     inner_reductions: bool = True
+    # kernels that only rearrange one input (attention heads' split and merge, K's transpose, layout transposes) as
+    # vector copies or 16 x 16 tiled transposes (`data_movement.movement_schedule`), not gathers along the output
+    data_movement: bool = True
     # rows of the register block whose input rows lie a multiple of 4 KB apart (an NHWC conv over 1024 channels, a
     # matmul with K = 3072) share one L1 set: at most `l1_ways - 1` of them (`aliasing_rows`). ResNet-50's 1x1
     # conv 1024 -> 256 on 14x14, timed alone: 14 rows 0.93-1.00 ms, 7 rows 0.63-0.65. 8 ways: Zen 3/4 and older
@@ -96,6 +99,7 @@ PADDING_PASS = TileRecipe(channelwise_padding_inline=False)  # depthwise convs' 
 SCALAR_COLUMNS = TileRecipe(column_reductions=False)  # global means as scalar column walks, as before
 ALIASED_ROWS = TileRecipe(alias_rows=False)  # 14 rows whatever their inputs' stride, as before 2026-12-06
 SCALAR_INNER = TileRecipe(inner_reductions=False)  # NCHW global means as one scalar loop each, as before 2026-12-06
+GATHERED_MOVES = TileRecipe(data_movement=False)  # transposes vectorised along the output only, as before 2026-12-06
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -112,4 +116,5 @@ EARLIER_RECIPES = {
     "scalar columns": SCALAR_COLUMNS,
     "aliased rows": ALIASED_ROWS,
     "scalar inner reductions": SCALAR_INNER,
+    "gathered moves": GATHERED_MOVES,
 }
