@@ -124,6 +124,11 @@ def test_heuristic_tiles():
     alias = [[1, 1, 1, 1], [14, 1, 1, 1], [14, 1, 1, 1], [256, 1, 1, 1], [1, 1], [1, 1], [1024, 1]]
     assert heuristic_tiles(alias, lanes=16, cores=2)[2:4] == [[1, 2, 7, 1], [8, 1, 2, 16]]
     assert heuristic_tiles(alias, lanes=16, cores=2, recipe=ALIASED_ROWS)[2] == [1, 1, 14, 1]
+    # ... and a conv writing 1024 channels (its residual read on the same rows) as well; a matmul only by its K
+    expand = [[1, 1, 1, 1], [14, 1, 1, 1], [14, 1, 1, 1], [1024, 1, 1, 1], [1, 1], [1, 1], [256, 1]]
+    assert heuristic_tiles(expand, lanes=16, cores=2)[2][2] == 7
+    assert heuristic_tiles(expand, lanes=16, cores=2, recipe=ALIASED_ROWS)[2][2] == 14
+    assert heuristic_tiles([[1, 1, 128, 1], [16, 1, 1, 64], [256, 1]], lanes=16)[0][2] == 8
     assert heuristic_tiles([[1, 1, 128, 1], [16, 1, 1, 16], [1024, 1]], lanes=16)[:2] == [[1, 32, 4, 1], [4, 1, 4, 16]]
     assert [RECIPE.aliasing_rows(n) for n in (4096, 8192, 2048, 3072, 1536)] == [7, 7, 14, 28, 56]
     # weights of 1 MiB or more: the column blocks are the parallel loop and the row blocks run inside it, each
