@@ -11,6 +11,11 @@ def reduces(block) -> bool:
     return any(int(it.iter_type) != 0 for it in block.iter_vars)
 
 
+def extent(iter_var) -> int:
+    """A block iterator's extent; 0 when it is not a constant (a symbolic dimension)."""
+    return int(getattr(iter_var.dom.extent, "value", 0))
+
+
 def vector_width(extent: int, lanes: int) -> int:
     """The widest power-of-two vector up to `lanes` that divides `extent`; 1 below MIN_WIDTH."""
     width = lanes

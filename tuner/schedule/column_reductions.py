@@ -16,7 +16,7 @@ after row, its accumulators a few vectors wide:
 
 from __future__ import annotations
 
-from tuner.schedule.block_facts import MIN_WIDTH, reduces, vector_width
+from tuner.schedule.block_facts import MIN_WIDTH, extent, reduces, vector_width
 
 
 def column_schedule(func, lanes: int, cores: int):
@@ -51,7 +51,7 @@ def _column_reduction(sch):
     iters = block.iter_vars
     kinds = [int(it.iter_type) != 0 for it in iters]
     spatial = [it for it in iters if int(it.iter_type) == 0]
-    if not spatial or not kinds[-1] or kinds != sorted(kinds) or vector_width(_extent(spatial[-1]), MIN_WIDTH) == 1:
+    if not spatial or not kinds[-1] or kinds != sorted(kinds) or vector_width(extent(spatial[-1]), MIN_WIDTH) == 1:
         return None  # the reduced axes come last in the block's iterators, the kept axis takes vectors
     if len(sch.get_loops(reductions[0])) != len(iters):
         return None
@@ -83,10 +83,5 @@ def _schedule(sch, reduction, lanes: int, cores: int) -> None:
     for consumer in sch.get_child_blocks(root)[1:]:  # the epilogue, on each job's chunk right after its sum
         sch.reverse_compute_at(consumer, jobs)
         inner = sch.get_loops(consumer)[-1]
-        extent = int(sch.get(inner).extent)
-        if extent % width == 0:  # the kept axis takes whole vectors: its run of it does too
+        if int(sch.get(inner).extent) % width == 0:  # the kept axis takes whole vectors: its run of it does too
             sch.vectorize(sch.split(inner, [None, width])[1])
-
-
-def _extent(it) -> int:
-    return int(getattr(it.dom.extent, "value", 0))

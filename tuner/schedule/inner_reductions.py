@@ -15,7 +15,9 @@ vector of partial results (`rfactor`), combined once at the end, and the epilogu
 
 from __future__ import annotations
 
-from tuner.schedule.block_facts import reduces, vector_width
+import math
+
+from tuner.schedule.block_facts import extent, reduces, vector_width
 
 
 def inner_reduction_schedule(func, lanes: int):
@@ -55,11 +57,9 @@ def _inner_reduction(sch, lanes: int):
     if not all(rng.min.same_as(it.var) for rng, it in zip(tail, reduced)):
         return None  # read at the reduced iterators themselves
     shape = [int(n) for n in inputs[0].source.shape[len(inputs[0].region) - len(reduced) :]]
-    if shape != [_extent(it) for it in reduced]:
+    if shape != [extent(it) for it in reduced]:
         return None  # whole trailing axes: the run is contiguous
-    run = 1
-    for n in shape:
-        run *= n
+    run = math.prod(shape)
     if run < 2 * lanes or vector_width(run, lanes) == 1:
         return None
     return reductions[0]
@@ -84,7 +84,3 @@ def _schedule(sch, reduction, lanes: int) -> None:
     sch.vectorize(sch.get_loops(partial)[-1])
     for consumer in sch.get_child_blocks(root)[1:]:  # the combine, then the epilogue, per output element
         sch.reverse_compute_at(consumer, jobs)
-
-
-def _extent(it) -> int:
-    return int(getattr(it.dom.extent, "value", 0))
