@@ -56,9 +56,9 @@ def _inner_reduction(sch, lanes: int):
     tail = inputs[0].region[len(inputs[0].region) - len(reduced) :]
     if not all(rng.min.same_as(it.var) for rng, it in zip(tail, reduced)):
         return None  # read at the reduced iterators themselves
-    shape = [int(n) for n in inputs[0].source.shape[len(inputs[0].region) - len(reduced) :]]
-    if shape != [extent(it) for it in reduced]:
-        return None  # whole trailing axes: the run is contiguous
+    shape = [int(getattr(n, "value", 0)) for n in inputs[0].source.shape[len(inputs[0].region) - len(reduced) :]]
+    if 0 in shape or shape != [extent(it) for it in reduced]:
+        return None  # whole trailing axes of known length (not a symbolic width): the run is contiguous
     run = math.prod(shape)
     if run < 2 * lanes or vector_width(run, lanes) == 1:
         return None
