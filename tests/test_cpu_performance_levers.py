@@ -20,6 +20,7 @@ from tuner.schedule.recipes import (
     DIVISOR_ROWS,
     EIGHT_ROWS,
     FOUR_ROW_TILES,
+    FOUR_VECTOR_ODD_ROWS,
     RECIPE,
     ROWS_OUTER,
     THREE_VECTORS,
@@ -94,6 +95,12 @@ def test_heuristic_tiles():
     nhwc = [[1, 1, 1, 1], [7, 1, 1, 1], [7, 1, 1, 1], [512, 1, 1, 1], [3, 1], [3, 1], [512, 1]]
     assert heuristic_tiles(nhwc, lanes=16, cores=2)[:4] == [[1, 1, 1, 1], [1, 7, 1, 1], [1, 1, 7, 1], [16, 1, 2, 16]]
     assert heuristic_tiles(nhwc, lanes=16, recipe=ROWS_OUTER)[1] == [7, 1, 1, 1]  # rows outermost, as before
+    # ... with AVX2's 16 registers, 7 rows fit beside one vector only: 7 x 1, not 1 row x 4 vectors
+    assert heuristic_tiles(nhwc, lanes=8, registers=16, cores=2)[2:4] == [[1, 1, 7, 1], [64, 1, 1, 8]]
+    assert heuristic_tiles(nhwc, lanes=8, registers=16, cores=2, recipe=FOUR_VECTOR_ODD_ROWS)[2:4] == [
+        [1, 7, 1, 1],
+        [16, 1, 4, 8],
+    ]
     # a 3-wide axis leaves rows to the axis before it: 3 x 4 of the 14-row cap (3 x 2 of the earlier 8)
     narrow = [[1, 1, 1, 1], [12, 1, 1, 1], [3, 1, 1, 1], [32, 1, 1, 1]]
     assert heuristic_tiles(narrow, lanes=16)[1:] == [[3, 1, 4, 1], [1, 1, 3, 1], [1, 1, 2, 16]]

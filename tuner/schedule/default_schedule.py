@@ -154,14 +154,19 @@ def heuristic_tiles(
         budget = (registers - recipe.free_registers) // block.get(last, 1)  # accumulator rows that fit
         max_rows = recipe.rows(registers)
         rows_cap = min(max_rows, max(1, budget))
+        alias_cap = None
         if reductions := [k for k, d in enumerate(decisions) if len(d) == 2]:  # the innermost one: contiguous
-            rows_cap = min(rows_cap, recipe.aliasing_rows(4 * extents[reductions[-1]]) or rows_cap)
+            alias_cap = recipe.aliasing_rows(4 * extents[reductions[-1]])
             if len(reductions) > 1:  # a conv's epilogue (a residual read, the output written) on rows as far apart
-                rows_cap = min(rows_cap, recipe.aliasing_rows(4 * extents[last]) or rows_cap)
+                alias_cap = min(alias_cap or max_rows, recipe.aliasing_rows(4 * extents[last]) or max_rows)
+            rows_cap = min(rows_cap, alias_cap or rows_cap)
+        one_vector_rows = min(max_rows, registers - recipe.free_registers, alias_cap or max_rows)
         for i, k in enumerate(reversed([k for k in spatial if k != last])):  # the axis before the vector first
             block[k] = _divisor_at_most(extents[k], rows_cap)
             if recipe.whole_odd_rows and i == 0 and 2 * block[k] < rows_cap and extents[k] <= budget:
                 block[k] = extents[k]  # an odd extent (13) has no divisor near the cap: all 13 rows, not 1
+            elif recipe.odd_rows_one_vector and i == 0 and 2 * block[k] < rows_cap < extents[k] <= one_vector_rows:
+                block[k], block[last] = extents[k], 1  # AVX2's 7-wide stage: 7 rows x 1 vector, not 1 x 4
             rows_cap //= block[k]
             if rows_cap < 2 or not recipe.fill_outer_axes:
                 break
