@@ -22,3 +22,19 @@ def vector_width(extent: int, lanes: int) -> int:
     while width >= MIN_WIDTH and extent % width:
         width //= 2
     return width if width >= MIN_WIDTH else 1
+
+
+def shared_axes(block) -> list[bool]:
+    """For each iterator of `block`: whether some input (a buffer it reads but does not write) is read at the same
+    element all along it. Register-block rows along such an axis share that input's vector (a conv's weights along
+    its width, a matmul's B along its rows); along any other axis each row loads its own (Winograd's transform
+    axes, where every (eps, nu) pair has its own weight matrix; a batched matmul's batch)."""
+    from tvm.tirx.analysis import undefined_vars
+
+    written = [w.source for w in block.writes]
+    inputs = [r for r in block.reads if not any(r.source.same_as(w) for w in written)]
+
+    def varies(read, var) -> bool:
+        return any(any(v.same_as(var) for v in undefined_vars(rng.min)) for rng in read.region)
+
+    return [any(not varies(r, it.var) for r in inputs) for it in block.iter_vars]

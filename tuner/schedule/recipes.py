@@ -70,6 +70,9 @@ class TileRecipe:
     # latency x 2 ports). 7 x 2 spills (14 accumulators, 2 weights and a broadcast in 16 registers). Zen 3, each
     # conv of ResNet-50's 7 x 7 stage alone: 3x3 512 -> 512 4.0-4.3 -> 2.3-2.4 ms, 1x1 2048 -> 512 2.36 -> 1.77
     odd_rows_one_vector: bool = True
+    # with 16 registers, register-block rows only along an axis some input is shared on (not Winograd's transform
+    # axes, not a batch): `tiles._may_hold_rows`
+    rows_share_inputs: bool = True
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
@@ -106,6 +109,7 @@ ALIASED_ROWS = TileRecipe(alias_rows=False)  # 14 rows whatever their inputs' st
 SCALAR_INNER = TileRecipe(inner_reductions=False)  # NCHW global means as one scalar loop each, as before 2026-12-06
 GATHERED_MOVES = TileRecipe(data_movement=False)  # transposes vectorised along the output only, as before 2026-12-06
 FOUR_VECTOR_ODD_ROWS = TileRecipe(odd_rows_one_vector=False)  # AVX2's 7-wide rows as 1 x 4 vectors, before 2026-12-07
+UNSHARED_ROWS = TileRecipe(rows_share_inputs=False)  # AVX2 rows along any axis (Winograd's eps, nu), before 2026-12-07
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -124,4 +128,5 @@ EARLIER_RECIPES = {
     "scalar inner reductions": SCALAR_INNER,
     "gathered moves": GATHERED_MOVES,
     "4-vector odd rows": FOUR_VECTOR_ODD_ROWS,
+    "unshared rows": UNSHARED_ROWS,
 }
