@@ -5,6 +5,7 @@ generic rules, never raises, and the built module matches numpy at two sizes of 
 import numpy as np
 import pytest
 import tvm
+from test_column_reductions import _module
 from tvm import relax
 
 W = tvm.tirx.Var("w", "int64")
@@ -17,17 +18,6 @@ CASES = [  # (symbolic input shape, Relax op on relu(x), numpy reference, two si
     ((1, W, 4, 16), lambda y: relax.op.permute_dims(y, [0, 2, 3, 1]), lambda a: a.transpose(0, 2, 3, 1)),
     ((1, W, 32), lambda y: relax.op.max(y, axis=[1]), lambda a: a.max(1)),
 ]
-
-
-def _module(shape, op):
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType(shape, "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            y = bb.emit(relax.op.nn.relu(x))
-            z = bb.emit_output(op(y))
-        bb.emit_func_output(z)
-    return relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.LegalizeOps()(bb.get())))
 
 
 @pytest.mark.parametrize("shape, op, reference", CASES)

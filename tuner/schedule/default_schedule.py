@@ -139,9 +139,10 @@ def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int =
             current = []
         current.append(inst)
     groups.append(current)
+    unscheduled = Schedule(original)  # the blocks as the tiling rule saw them, for `_shared_axes`
     for group in filter(None, groups):  # none when only the unroll depth changes (a pool's custom rule)
         decisions = [[int(x) for x in trace.decisions[i]] for i in group]
-        shares = _shared_axes(trace, group[0], original, decisions)
+        shares = _shared_axes(trace, group[0], unscheduled, decisions)
         new = heuristic_tiles(decisions, lanes, registers_for(lanes), recipe, cores, shares)
         for inst, dec in zip(group, new):
             trace = trace.with_decision(inst, [int(x) for x in dec], remove_postproc=True)
@@ -150,10 +151,10 @@ def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int =
     return out
 
 
-def _shared_axes(trace, tile, module, decisions) -> list[bool] | None:
-    """`block_facts.shared_axes` of the block whose loops the SamplePerfectTile `tile` splits, one per tiled loop;
-    None when the trace does not name the block (`GetSBlock` -> `GetLoops`) or its loops are not its iterators."""
-    from tvm.s_tir import Schedule
+def _shared_axes(trace, tile, unscheduled, decisions) -> list[bool] | None:
+    """`block_facts.shared_axes` of the block whose loops the SamplePerfectTile `tile` splits, one per tiled loop,
+    read in `unscheduled` (a Schedule of the function before the trace); None when the trace does not name the
+    block (`GetSBlock` -> `GetLoops`) or its loops are not its iterators."""
 
     def producer(rv):
         return next((i for i in trace.insts if any(o.same_as(rv) for o in i.outputs)), None)
@@ -163,8 +164,8 @@ def _shared_axes(trace, tile, module, decisions) -> list[bool] | None:
     if get_block is None or get_block.kind.name != "GetSBlock":
         return None
     try:
-        sch = Schedule(module)
-        block = sch.get(sch.get_sblock(str(get_block.attrs[0]), func_name=str(get_block.attrs[1])))
+        rv = unscheduled.get_sblock(str(get_block.attrs[0]), func_name=str(get_block.attrs[1]))
+        block = unscheduled.get(rv)
     except Exception:  # a block made by an earlier step of the trace: not in the unscheduled function
         return None
     kinds = [4 if int(it.iter_type) == 0 else 2 for it in block.iter_vars]

@@ -31,7 +31,9 @@ def heuristic_tiles(
     Rows whose inputs alias in L1 are capped (`TileRecipe.aliasing_rows`); a row of the input is taken to be the
     innermost reduction's extent of float32 (the channels of an NHWC conv, K of a matmul), and for a conv a row
     of the output as well: ResNet-50's 256 -> 1024 convs with their residual, 7 rows, 0.973-0.981 of 14 in the
-    model (a 128 x 1024 matmul's 4 x 4 tile under the same cap measured 1.01-1.02: matmuls keep theirs)."""
+    model (a 128 x 1024 matmul's 4 x 4 tile under the same cap measured 1.01-1.02: matmuls keep theirs). With 16
+    registers, rows only along axes an input is shared on (`shares`, see `_may_hold_rows`), and an extent that
+    fits whole only beside one vector (7) as that many rows of one vector (`TileRecipe.odd_rows_one_vector`)."""
     spatial = [k for k, d in enumerate(decisions) if len(d) == 4]
     extents = [_product(d) for d in decisions]
     inner, block = {}, {}
@@ -90,8 +92,8 @@ def heuristic_tiles(
 
 def _may_hold_rows(axis: int, shares: list[bool] | None, registers: int, recipe: TileRecipe) -> bool:
     """Whether register-block rows may run along `axis`: with 16 registers only along an axis some input is shared
-    on (`block_facts.shared_axes`), else each row loads its own weight vectors. Winograd's product on AVX2 with
-    4 rows of (eps, nu) x 2 vectors, 1.9 ms, against 7 rows of tiles x 1 vector, 0.9 ms (Zen 3, 14 x 14 x 256)."""
+    on (`block_facts.shared_axes`), else each row loads its own weight vectors. A 3 x 3 256 -> 256 conv on 14 x 14
+    (Winograd), single-conv packages on Zen 3: rows along (eps, nu) 1.95-1.98 ms, along the tiles 1.09-1.10."""
     if shares is None or not recipe.rows_share_inputs or registers > 16:
         return True  # AVX-512 keeps such rows (Winograd measured that way on Intel); not re-measured without
     return shares[axis]
