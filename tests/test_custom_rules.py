@@ -44,9 +44,9 @@ def test_pool_blocks_are_scheduled_without_the_unknown_rule_warning(capfd):
     assert "Unknown schedule rule" not in err, err
 
 
-def _pooled(layout: str):
+def _pooled(layout: str, channels: int = 32):
     """An NHWC or NCHW model of a padded 3x3/2 max pool and a padded 3x3/1 average pool (padding not counted)."""
-    shape = (1, 9, 9, 32) if layout == "NHWC" else (1, 32, 9, 9)
+    shape = (1, 9, 9, channels) if layout == "NHWC" else (1, channels, 9, 9)
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(shape, "float32"))
     with bb.function("main", [x]):
@@ -100,3 +100,24 @@ def test_channels_last_pools_vectorise_channels_without_a_padded_copy():
         got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(feed)).numpy()
         got = got if layout == "NHWC" else got.transpose(0, 2, 3, 1)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_channel_axes_wider_than_64_are_vectorised_in_chunks():
+    """ParallelizeVectorizeUnroll vectorises at most 64 lanes: 200 channels (PP-OCR's classifier) ran scalar until
+    the pool rule split them into 5 chunks of 40; still the numpy result."""
+    import numpy as np
+
+    from tuner.core.target import resolve_target
+    from tuner.schedule.custom_rules import _vector_chunk
+    from tuner.schedule.default_schedule import schedule_untuned
+
+    assert [_vector_chunk(w) for w in (32, 64, 200, 2048, 120, 67, 130)] == [None, None, 40, 64, 40, None, None]
+    spec = resolve_target("llvm")
+    mod, names = schedule_untuned(_pooled("NHWC", channels=200), spec)
+    window_then_40_lanes = r"for rv0, rv1 in T\.grid\([^\n]*\n\s*for \w+ in T\.vectorized\(T\.int64\(40\)"
+    for name in names:
+        assert re.search(window_then_40_lanes, mod[name].script()), name
+    x = np.random.default_rng(1).standard_normal((1, 9, 9, 200)).astype("float32")
+    ex = tvm.compile(mod, target=spec.tvm_target())
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+    np.testing.assert_allclose(got, _reference_pools(x), rtol=1e-5, atol=1e-6)
