@@ -9,11 +9,11 @@ from tuner.api import compare, compile, tune
 __version__ = "0.1.0"
 
 
-def load(path: str, device: str | None = None):
+def load(path: str, device: str | None = None, flush_denormals: bool = False):
     """Load a `.ftpkg` package for inference; see `tuner.runtime`."""
     from tuner.runtime import load as _load
 
-    return _load(path, device)
+    return _load(path, device, flush_denormals)
 
 
 __all__ = ["compare", "compile", "load", "tune", "__version__"]

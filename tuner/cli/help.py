@@ -87,6 +87,10 @@ PROFILE = (
     "time every kernel the package launches (and, with --verify, every ONNX Runtime node on the same inputs "
     "and threads): where the time goes"
 )
+FLUSH_DENORMALS = (
+    "run with subnormal floats (|x| < 1.2e-38) read and written as zero on every thread (x86: MXCSR FTZ/DAZ), as "
+    "ONNX Runtime's set_denormal_as_zero; Python: tuner.load(path, flush_denormals=True)"
+)
 TOLERANCE = (
     "outputs pass when |tvm - ort| <= atol*max(1, max|ort|) + rtol*|ort| elementwise "
     "(rtol 1e-3, atol 1e-4); integer outputs must match exactly"

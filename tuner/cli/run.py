@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--device", choices=["cpu", "cuda"], help="device to run on (default: the package's)")
     p.add_argument("--profile", action="store_true", help=H.PROFILE)
+    p.add_argument("--flush-denormals", action="store_true", help=H.FLUSH_DENORMALS)
     p.add_argument("--top", type=int, default=15, help="rows of the --profile tables")
     common.add_output_flags(p)
     return p
@@ -50,6 +51,7 @@ def main(argv: list[str]) -> int:
         device=args.device,
         profile=args.profile,
         duration_s=duration_s,
+        flush_denormals=args.flush_denormals,
     )
     if args.json:
         common.print_json(result)
@@ -74,7 +76,7 @@ def render(result, top: int = 15, verbose: bool = False) -> None:
     t = Table(
         title=f"{result['package']} ({result['target']}, fusion={result['fusion']}, "
         f"{result['precision']}, {result['kernels']} kernels, "
-        f"{lat['runs']} runs)",
+        f"{lat['runs']} runs{', subnormals flushed to zero' if result.get('flush_denormals') else ''})",
         title_justify="left",
     )
     cols = ("median", "p90", "p99", "mean", "min", "max", "std")

@@ -62,17 +62,19 @@ def run_package(
     device: str | None = None,
     profile: bool = False,
     duration_s: float | None = None,
+    flush_denormals: bool = False,
 ) -> dict:
     """Load, run once (outputs, --verify), then time: `repeat` runs, or as many as fit in `duration_s` (as trtexec
     does). With `verify` on a CPU package, the peers (ONNX Runtime as shipped and without spin-waiting, OpenVINO
     f32 when installed) are then timed beside the package in alternating blocks of back-to-back calls, as
-    tune-model and scripts/bench.py time them, and compared."""
+    tune-model and scripts/bench.py time them, and compared. `flush_denormals`: the package loaded with subnormal
+    floats flushed to zero (the peers run as they are)."""
     from tuner.runtime import load
     from tuner.runtime.package import check_writable
 
     if outputs is not None:
         check_writable(outputs, "--outputs", "outputs.npz")  # before the model runs, not after
-    model = load(package, device)
+    model = load(package, device, flush_denormals)
     feed = load_npz_inputs(inputs, model.input_names) if inputs else model.random_inputs(seed=seed, fill=fill)
     if inputs:
         extra = [k for k in feed if k not in model.input_names]
@@ -91,6 +93,7 @@ def run_package(
         "precision": model.manifest.get("precision", "float32"),
         "kernels": model.manifest["kernels"],
         "num_threads": os.environ.get("TVM_NUM_THREADS"),
+        "flush_denormals": flush_denormals,
         "latency_ms": latency_stats(times, wall),
     }
     if verify and model.manifest["target"]["kind"] == "llvm":

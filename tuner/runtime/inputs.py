@@ -1,5 +1,5 @@
-"""Inputs generated for a package's input specs: deterministic, and refused before allocation when they cannot
-fit in memory."""
+"""A package's inputs: given ones checked against its input specs (shape, shared dimensions, index ranges), and
+generated ones deterministic, refused before allocation when they cannot fit in memory."""
 
 from __future__ import annotations
 
@@ -66,3 +66,45 @@ def _check_fits_in_memory(specs: list[dict], fill: str) -> None:
             f"generating the inputs needs about {mib(need)}; this machine has {mib(free)} free ({sizes})",
             "rebuild with smaller --input-shape, or pass real inputs with --inputs",
         )
+
+
+def check_shape(arr: np.ndarray, spec: dict, sizes: dict) -> None:
+    """The input's shape against the package's: equal for a pinned input; for a ranged one each dimension inside
+    its range, and a dimension that several inputs share (input_ids and attention_mask) the same in all."""
+    ranges = spec.get("shape_range")
+    if ranges is None:
+        if tuple(arr.shape) != tuple(spec["shape"]):
+            raise TunerError(
+                f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
+                "rebuild with --input-shape for other shapes (a range, LO..HI, takes any size in it)",
+            )
+        return
+    want = "x".join(f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in ranges)
+    if arr.ndim != len(ranges) or any(not lo <= d <= hi for d, (lo, hi) in zip(arr.shape, ranges)):
+        raise TunerError(
+            f"input {spec['name']!r}: shape {list(arr.shape)} is outside the package's range {want}",
+            "pass a shape inside the range, or rebuild with a wider --input-shape range",
+        )
+    for axis, (d, dim_name) in enumerate(zip(arr.shape, spec.get("dim_names") or [])):
+        if dim_name is None:
+            continue
+        seen, where = sizes.setdefault(dim_name, (d, spec["name"]))
+        if seen != d:
+            raise TunerError(
+                f"input {spec['name']!r}: dimension {axis} is {d}, but {where!r} has {seen} for the same dimension "
+                f"{dim_name!r}",
+                "the model needs one size for both",
+            )
+
+
+def check_range(arr: np.ndarray, spec: dict) -> None:
+    """An index input must stay inside the table it indexes: a clear error, never a read outside it."""
+    lo, hi = spec["range"]
+    if lo <= arr.min() and arr.max() <= hi:
+        return
+    at = np.unravel_index(int(np.flatnonzero((arr < lo) | (arr > hi))[0]), arr.shape)
+    raise TunerError(
+        f"input {spec['name']!r}: value {arr[at]} at {list(map(int, at))} is outside [{lo}, {hi}], the valid "
+        f"indices of {spec.get('range_of', 'the tensor it indexes')}",
+        f"give {spec['name']} values from {lo} to {hi}",
+    )

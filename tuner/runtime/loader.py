@@ -18,8 +18,10 @@ import numpy as np
 
 from tuner.core.errors import TunerError
 from tuner.core.native_log import quiet_native_stderr
+from tuner.runtime import float_mode
 from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible
-from tuner.runtime.inputs import make_inputs, mib, spec_nbytes
+from tuner.runtime.float_mode import FlushToZero
+from tuner.runtime.inputs import check_range, check_shape, make_inputs, mib, spec_nbytes
 from tuner.runtime.package import LIBRARY, read_package
 from tuner.runtime.profile import profile_calls
 from tuner.runtime.threads import ThreadGovernor, usable_cpus
@@ -60,7 +62,9 @@ def _configure_threads(manifest: dict) -> None:
 class Model:
     """A loaded package. Call it with numpy arrays; get {output name: array}."""
 
-    def __init__(self, path: str, manifest: dict, vm, device, params, variants: dict | None = None):
+    def __init__(
+        self, path: str, manifest: dict, vm, device, params, variants: dict | None = None, flush_denormals=False
+    ):
         self.path = path
         self.manifest = manifest
         self._vm = vm
@@ -77,6 +81,8 @@ class Model:
         # calls in progress, and the one worker thread that runs every call once two have overlapped
         self._in_flight, self._calls_lock, self._executor = 0, threading.Lock(), None
         self._threads = ThreadGovernor(_pool_threads(), enabled=device.dlpack_device_type() == 1)  # CPU only
+        self.flush_denormals = bool(flush_denormals)
+        self._float_mode = FlushToZero(self.flush_denormals)  # MXCSR's FTZ/DAZ on the pool for each call
         self.inputs = manifest["inputs"]
         self.outputs = manifest["outputs"]
         self.input_names = [i["name"] for i in self.inputs]
@@ -127,7 +133,7 @@ class Model:
                     f"convert it, e.g. x.astype('{spec['dtype']}')",
                 )
             if "range" in spec and arr.size:
-                _check_range(arr, spec)
+                check_range(arr, spec)
             arrays.append(np.asarray(arr, order="C"))  # ascontiguousarray would make a 0-d input 1-d
         return arrays
 
@@ -205,7 +211,8 @@ class Model:
         with self._lock:
             n = self._threads.pick()
             t0 = time.perf_counter()
-            out = self._collect(self._invoke(self._to_device(arrays)))
+            with self._float_mode(n):
+                out = self._collect(self._invoke(self._to_device(arrays)))
             self._threads.record(n, time.perf_counter() - t0)
             return out
 
@@ -228,6 +235,10 @@ class Model:
 
     def _benchmark(self, tensors, repeat: int, warmup: int) -> list[float]:
         self._threads.fixed()
+        with self._float_mode(self._threads.full):
+            return self._timed(tensors, repeat, warmup)
+
+    def _timed(self, tensors, repeat: int, warmup: int) -> list[float]:
         for _ in range(warmup):
             self._invoke(tensors)
         self._device.sync()
@@ -248,7 +259,8 @@ class Model:
             self._threads.fixed()
             tensors = self._to_device(arrays)
             vm = self._vm_for(tensors)
-            per_call = profile_calls(vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
+            with self._float_mode(self._threads.full):
+                per_call = profile_calls(vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
             {"name": k, "calls": c["calls"], "ms": c["total_us"] / 1e3, "share": c["total_us"] / whole}
@@ -263,53 +275,11 @@ class Model:
 _KEPT_SHAPES = 8  # input buffers kept per Model, one set per recent input shape
 
 
-def check_shape(arr: np.ndarray, spec: dict, sizes: dict) -> None:
-    """The input's shape against the package's: equal for a pinned input; for a ranged one each dimension inside
-    its range, and a dimension that several inputs share (input_ids and attention_mask) the same in all."""
-    ranges = spec.get("shape_range")
-    if ranges is None:
-        if tuple(arr.shape) != tuple(spec["shape"]):
-            raise TunerError(
-                f"input {spec['name']!r}: shape {list(arr.shape)}, the package was built for {spec['shape']}",
-                "rebuild with --input-shape for other shapes (a range, LO..HI, takes any size in it)",
-            )
-        return
-    want = "x".join(f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in ranges)
-    if arr.ndim != len(ranges) or any(not lo <= d <= hi for d, (lo, hi) in zip(arr.shape, ranges)):
-        raise TunerError(
-            f"input {spec['name']!r}: shape {list(arr.shape)} is outside the package's range {want}",
-            "pass a shape inside the range, or rebuild with a wider --input-shape range",
-        )
-    for axis, (d, dim_name) in enumerate(zip(arr.shape, spec.get("dim_names") or [])):
-        if dim_name is None:
-            continue
-        seen, where = sizes.setdefault(dim_name, (d, spec["name"]))
-        if seen != d:
-            raise TunerError(
-                f"input {spec['name']!r}: dimension {axis} is {d}, but {where!r} has {seen} for the same dimension "
-                f"{dim_name!r}",
-                "the model needs one size for both",
-            )
-
-
 def _pool_threads() -> int:
     """The thread count of TVM's pool (TVM_NUM_THREADS, set at load)."""
     import tvm
 
     return int(tvm.get_global_func("runtime.NumThreads")())
-
-
-def _check_range(arr: np.ndarray, spec: dict) -> None:
-    """An index input must stay inside the table it indexes: a clear error, never a read outside it."""
-    lo, hi = spec["range"]
-    if lo <= arr.min() and arr.max() <= hi:
-        return
-    at = np.unravel_index(int(np.flatnonzero((arr < lo) | (arr > hi))[0]), arr.shape)
-    raise TunerError(
-        f"input {spec['name']!r}: value {arr[at]} at {list(map(int, at))} is outside [{lo}, {hi}], the valid "
-        f"indices of {spec.get('range_of', 'the tensor it indexes')}",
-        f"give {spec['name']} values from {lo} to {hi}",
-    )
 
 
 def _host_view(tensor) -> np.ndarray | None:
@@ -329,10 +299,11 @@ def _to_numpy(tensor) -> np.ndarray:
     return tensor.numpy() if view is None else view.copy()
 
 
-def load(path: str, device: str | None = None) -> Model:
-    """Load a package for deployment; see the module docstring. Raises only TunerError (with a hint)."""
+def load(path: str, device: str | None = None, flush_denormals: bool = False) -> Model:
+    """Load a package for deployment; see the module docstring. Raises only TunerError (with a hint).
+    `flush_denormals`: run every call with subnormal floats flushed to zero (x86 CPUs; `runtime.float_mode`)."""
     try:
-        return _load(path, device)
+        return _load(path, device, flush_denormals)
     except TunerError:
         raise
     except Exception as err:  # anything not foreseen above is still this package's problem, said in one line
@@ -342,13 +313,18 @@ def load(path: str, device: str | None = None) -> Model:
         ) from err
 
 
-def _load(path: str, device: str | None) -> Model:
+def _load(path: str, device: str | None, flush_denormals: bool = False) -> Model:
     manifest, members = read_package(path)
     _configure_threads(manifest)
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
     kind = check_compatible(manifest, device, path)
+    if flush_denormals and (kind == "cuda" or not float_mode.supported()):
+        raise TunerError(
+            f"{path}: flush_denormals is built for x86 CPUs (MXCSR), not for {kind if kind == 'cuda' else 'this CPU'}",
+            "load it without flush_denormals",
+        )
     dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
     if kind == "cuda":
         from tuner.runtime.device_code import serve
@@ -362,7 +338,7 @@ def _load(path: str, device: str | None) -> Model:
         )
         for v in manifest.get("variants") or []
     }
-    return Model(path, manifest, vm, dev, None, variants)
+    return Model(path, manifest, vm, dev, None, variants, flush_denormals)
 
 
 def _load_vm(path: str, manifest: dict, library: bytes, dev, tvm, VirtualMachine):  # noqa: N803

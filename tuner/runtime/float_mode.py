@@ -1,0 +1,127 @@
+"""Flush-to-zero for a package's calls on x86: MXCSR's FTZ and DAZ bits on every thread of TVM's pool.
+
+On x86 a float operation with a subnormal operand or result (|x| < 1.18e-38) can take a microcode assist, up to
+~100x slower on Intel cores. Subnormal weights are flushed when a package is built (frontend/onnx_model); this
+covers activations that reach the subnormal range at run time (a product of small values, an exp far below 0).
+FTZ writes such results as 0 and DAZ reads such inputs as 0, as ONNX Runtime's `set_denormal_as_zero` does.
+
+MXCSR is per thread, and TVM keeps a pool of worker threads per calling thread (task 0 runs on the caller). A
+call with flushing on sets both bits on the pool's threads through a parallel loop of one iteration per thread
+(TVM gives each of its n tasks one of n iterations), runs, then gives the caller its own MXCSR back, so numpy
+and everything else in the caller keeps IEEE subnormals. The workers keep the bits: later calls at the same
+thread count set the caller's only, and the next call on that pool that does not flush clears them first
+(`_DIRTY`), so a package loaded without the option never computes with another's setting. Code that reconfigures
+TVM's pool behind the package's back (new worker threads) is not seen. Off by default: measured in
+docs/performance.md ("Flush-to-zero at run time").
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+
+FTZ, DAZ = 1 << 15, 1 << 6  # MXCSR bits: flush results to zero, read subnormal inputs as zero
+_DIRTY = threading.local()  # per calling thread: has this thread's pool been left with FTZ/DAZ on
+_KERNELS: dict[str, object] = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+def supported() -> bool:
+    """Flush-to-zero is built for x86-64 hosts (MXCSR); other CPUs have their own control register."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _kernels():
+    """(read, write_here, write_pool): TIR functions that read the caller's MXCSR, set it on the caller only, and
+    set it on `n` threads of the caller's pool; compiled once per process (~50 ms, the first call only)."""
+    with _KERNELS_LOCK:
+        if not _KERNELS:
+            import tvm
+            from tvm.script import tirx as T
+
+            def stmxcsr(at):
+                return T.call_llvm_intrin("void", "llvm.x86.sse.stmxcsr", T.address_of(at))
+
+            def ldmxcsr(at):
+                return T.call_llvm_intrin("void", "llvm.x86.sse.ldmxcsr", T.address_of(at))
+
+            @T.prim_func
+            def read(out: T.Buffer((1,), "int32")):
+                T.func_attr({"global_symbol": "read", "tir.noalias": True})
+                T.evaluate(stmxcsr(out[0]))
+
+            @T.prim_func
+            def write_here(value: T.Buffer((1,), "int32")):
+                T.func_attr({"global_symbol": "write_here", "tir.noalias": True})
+                T.evaluate(ldmxcsr(value[0]))
+
+            @T.prim_func
+            def write_pool(value: T.Buffer((1,), "int32"), n: T.int32):
+                T.func_attr({"global_symbol": "write_pool", "tir.noalias": True})
+                for _ in T.parallel(n):
+                    T.evaluate(ldmxcsr(value[0]))
+
+            lib = tvm.compile(
+                tvm.IRModule({"read": read, "write_here": write_here, "write_pool": write_pool}), target="llvm"
+            )
+            _KERNELS.update(lib=lib, read=lib["read"], write_here=lib["write_here"], write_pool=lib["write_pool"])
+    return _KERNELS["read"], _KERNELS["write_here"], _KERNELS["write_pool"]
+
+
+def _words():
+    """This thread's two one-word tensors (the caller's MXCSR, the value to set) and numpy views over them: made
+    once per thread, as a tensor from numpy costs ~50 us and `.numpy()` ~10 against 0.4 for the read itself."""
+    words = getattr(_DIRTY, "words", None)
+    if words is None:
+        import numpy as np
+        import tvm
+
+        tensors = [tvm.runtime.empty((1,), "int32", tvm.cpu()) for _ in range(2)]
+        words = _DIRTY.words = [(t, np.from_dlpack(t)) for t in tensors]
+    return words
+
+
+def read_mxcsr() -> int:
+    """This thread's MXCSR."""
+    read, _, _ = _kernels()
+    (word, view), _ = _words()
+    read(word)
+    return int(view[0]) & 0xFFFF
+
+
+class FlushToZero:
+    """Around each call of a Model: `with mode(threads):` sets the pool's MXCSR (flushing or not) for the call
+    and restores the caller's afterwards. A Model that does not flush pays one thread-local check per call."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, threads: int):
+        return _Scope(self.enabled, threads)
+
+
+class _Scope:
+    def __init__(self, flush: bool, threads: int):
+        self.flush, self.threads, self.caller = flush, threads, None
+
+    def __enter__(self):
+        state = getattr(_DIRTY, "pool", None)  # (flushing, threads) last set on this thread's pool; None: never
+        if not self.flush and (state is None or not state[0]):
+            return self  # the common case: nothing to set, nothing to restore
+        read, write_here, write_pool = _kernels()
+        (self.caller, caller_view), (value, value_view) = _words()
+        read(self.caller)
+        base = int(caller_view[0]) & ~(FTZ | DAZ)  # the caller's rounding and exception masks, without the two
+        value_view[0] = base | FTZ | DAZ if self.flush else base
+        if state != (self.flush, self.threads):
+            write_pool(value, self.threads)  # ~2-9 us: a parallel launch
+            _DIRTY.pool = (self.flush, self.threads)
+        else:  # the workers kept it from the last call: only the caller, which runs task 0 (~0.3 us)
+            write_here(value)
+        return self
+
+    def __exit__(self, *exc):
+        if self.caller is not None:
+            _, write_here, _ = _kernels()
+            write_here(self.caller)  # give the caller back its own MXCSR
+        return False
