@@ -96,3 +96,54 @@ def test_flushing_is_refused_where_it_is_not_built(doubling_package, monkeypatch
     monkeypatch.setattr(float_mode.platform, "machine", lambda: "aarch64")
     with pytest.raises(TunerError, match="flush_denormals is built for x86 CPUs"):
         tuner.load(doubling_package, flush_denormals=True)
+
+
+def test_run_command_takes_the_flag(doubling_package, tmp_path):
+    """`fusion-tuner run PKG --flush-denormals --outputs y.npz`: the outputs flushed, the setting in the JSON."""
+    import json
+    import subprocess
+    import sys
+
+    x = tmp_path / "x.npz"
+    np.savez(x, x=_inputs())
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli.main",
+            "run",
+            doubling_package,
+            "--inputs",
+            str(x),
+            "--repeat",
+            "2",
+            "--flush-denormals",
+            "--outputs",
+            str(tmp_path / "y.npz"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["flush_denormals"] is True
+    assert np.count_nonzero(np.load(tmp_path / "y.npz")["y"]) == 1
+
+
+def test_a_thread_whose_pool_differs_from_the_models_belief_is_still_flushed(doubling_package):
+    """The pool's threads as they are: this thread's pool left on one thread by another Model, the model then
+    called from a fresh thread whose pool starts at TVM_NUM_THREADS (in the full suite a worker was left
+    unflushed this way)."""
+    import tuner
+
+    other = tuner.load(doubling_package)
+    other._threads._apply(1)
+    try:
+        flushing = tuner.load(doubling_package, flush_denormals=True)
+        got = []
+        t = threading.Thread(target=lambda: got.append(np.count_nonzero(flushing(_inputs())["y"])))
+        t.start()
+        t.join()
+        assert got == [1]
+    finally:
+        other._threads._apply(other._threads.full)

@@ -173,3 +173,19 @@ def test_models_sharing_a_pool_each_get_their_own_count(monkeypatch):
     assert T.ThreadGovernor(2, enabled=False).pick() == 2 and configured == [1, 2]
     a.pick()
     assert T.ThreadGovernor(2, enabled=False).pick() == 2 and configured == [1, 2, 1, 2]
+
+
+def test_a_model_loaded_while_the_pool_is_on_one_thread_keeps_the_package_count(cnn_package):
+    """Its count comes from TVM_NUM_THREADS, not from the calling thread's pool as another Model left it: a Model
+    loaded while a busy neighbour had the pool on one thread took 1 as its count and ran on one thread for good."""
+    import os
+
+    import tuner
+
+    first = tuner.load(cnn_package)
+    first._threads._apply(1)  # as its governor does when another process holds a core
+    try:
+        second = tuner.load(cnn_package)
+        assert second._threads.full == int(os.environ["TVM_NUM_THREADS"]) == first._threads.full
+    finally:
+        first._threads._apply(first._threads.full)

@@ -10,7 +10,7 @@ call with flushing on sets both bits on the pool's threads through a parallel lo
 (TVM gives each of its n tasks one of n iterations), runs, then gives the caller its own MXCSR back, so numpy
 and everything else in the caller keeps IEEE subnormals. The workers keep the bits: later calls at the same
 thread count set the caller's only, and the next call on that pool that does not flush clears them first
-(`_DIRTY`), so a package loaded without the option never computes with another's setting. Code that reconfigures
+(`_PER_THREAD`), so a package loaded without the option never computes with another's setting. Code that reconfigures
 TVM's pool behind the package's back (new worker threads) is not seen. Off by default: measured in
 docs/performance.md ("Flush-to-zero at run time").
 """
@@ -21,7 +21,7 @@ import platform
 import threading
 
 FTZ, DAZ = 1 << 15, 1 << 6  # MXCSR bits: flush results to zero, read subnormal inputs as zero
-_DIRTY = threading.local()  # per calling thread: has this thread's pool been left with FTZ/DAZ on
+_PER_THREAD = threading.local()  # per calling thread: its pool's last MXCSR setting (`pool`), its words
 _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
@@ -65,19 +65,26 @@ def _kernels():
                 tvm.IRModule({"read": read, "write_here": write_here, "write_pool": write_pool}), target="llvm"
             )
             _KERNELS.update(lib=lib, read=lib["read"], write_here=lib["write_here"], write_pool=lib["write_pool"])
+            _KERNELS["threads"] = tvm.get_global_func("runtime.NumThreads")
     return _KERNELS["read"], _KERNELS["write_here"], _KERNELS["write_pool"]
+
+
+def _pool_size() -> int:
+    """The calling thread's pool as it is now (not as a Model believes it is): the tasks a parallel loop gets."""
+    _kernels()
+    return int(_KERNELS["threads"]())
 
 
 def _words():
     """This thread's two one-word tensors (the caller's MXCSR, the value to set) and numpy views over them: made
     once per thread, as a tensor from numpy costs ~50 us and `.numpy()` ~10 against 0.4 for the read itself."""
-    words = getattr(_DIRTY, "words", None)
+    words = getattr(_PER_THREAD, "words", None)
     if words is None:
         import numpy as np
         import tvm
 
         tensors = [tvm.runtime.empty((1,), "int32", tvm.cpu()) for _ in range(2)]
-        words = _DIRTY.words = [(t, np.from_dlpack(t)) for t in tensors]
+        words = _PER_THREAD.words = [(t, np.from_dlpack(t)) for t in tensors]
     return words
 
 
@@ -90,32 +97,35 @@ def read_mxcsr() -> int:
 
 
 class FlushToZero:
-    """Around each call of a Model: `with mode(threads):` sets the pool's MXCSR (flushing or not) for the call
-    and restores the caller's afterwards. A Model that does not flush pays one thread-local check per call."""
+    """Around each call of a Model: `with mode():` sets the pool's MXCSR (flushing or not) for the call and
+    restores the caller's afterwards. A Model that does not flush pays one thread-local check per call."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
 
-    def __call__(self, threads: int):
-        return _Scope(self.enabled, threads)
+    def __call__(self):
+        return _Scope(self.enabled)
 
 
 class _Scope:
-    def __init__(self, flush: bool, threads: int):
-        self.flush, self.threads, self.caller = flush, threads, None
+    def __init__(self, flush: bool):
+        self.flush, self.threads, self.caller = flush, 0, None
 
     def __enter__(self):
-        state = getattr(_DIRTY, "pool", None)  # (flushing, threads) last set on this thread's pool; None: never
+        state = getattr(_PER_THREAD, "pool", None)  # (flushing, threads) last set on this thread's pool; None: never
         if not self.flush and (state is None or not state[0]):
             return self  # the common case: nothing to set, nothing to restore
         read, write_here, write_pool = _kernels()
+        # every task of the pool as it is: a pool another caller left on one thread, or a fresh thread's pool at
+        # TVM_NUM_THREADS, whatever the Model's thread governor last set (a test found a worker left unflushed)
+        self.threads = _pool_size()
         (self.caller, caller_view), (value, value_view) = _words()
         read(self.caller)
         base = int(caller_view[0]) & ~(FTZ | DAZ)  # the caller's rounding and exception masks, without the two
         value_view[0] = base | FTZ | DAZ if self.flush else base
         if state != (self.flush, self.threads):
             write_pool(value, self.threads)  # ~2-9 us: a parallel launch
-            _DIRTY.pool = (self.flush, self.threads)
+            _PER_THREAD.pool = (self.flush, self.threads)
         else:  # the workers kept it from the last call: only the caller, which runs task 0 (~0.3 us)
             write_here(value)
         return self

@@ -211,7 +211,7 @@ class Model:
         with self._lock:
             n = self._threads.pick()
             t0 = time.perf_counter()
-            with self._float_mode(n):
+            with self._float_mode():
                 out = self._collect(self._invoke(self._to_device(arrays)))
             self._threads.record(n, time.perf_counter() - t0)
             return out
@@ -235,7 +235,7 @@ class Model:
 
     def _benchmark(self, tensors, repeat: int, warmup: int) -> list[float]:
         self._threads.fixed()
-        with self._float_mode(self._threads.full):
+        with self._float_mode():
             return self._timed(tensors, repeat, warmup)
 
     def _timed(self, tensors, repeat: int, warmup: int) -> list[float]:
@@ -259,7 +259,7 @@ class Model:
             self._threads.fixed()
             tensors = self._to_device(arrays)
             vm = self._vm_for(tensors)
-            with self._float_mode(self._threads.full):
+            with self._float_mode():
                 per_call = profile_calls(vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [
@@ -276,9 +276,14 @@ _KEPT_SHAPES = 8  # input buffers kept per Model, one set per recent input shape
 
 
 def _pool_threads() -> int:
-    """The thread count of TVM's pool (TVM_NUM_THREADS, set at load)."""
+    """The package's thread count: TVM_NUM_THREADS (set at load), as every fresh TVM pool starts with; not the
+    calling thread's pool as it is now, which another Model may have switched to one thread for a busy neighbour
+    (a Model loaded then took 1 as its count and ran on one thread for good)."""
     import tvm
 
+    configured = os.environ.get("TVM_NUM_THREADS", "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
     return int(tvm.get_global_func("runtime.NumThreads")())
 
 
