@@ -170,9 +170,11 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(tuned, mlp, tmp_p
     assert r.returncode == 0, r.stderr
     lines = [x for x in r.stdout.splitlines() if x.startswith("[") and "s] " in x]
     stages = [x.split("s] ", 1)[1].split(":")[0] for x in lines]
-    # schedules: none for this CPU; profile: the default build in the model, then its words
+    # schedules: none for this CPU; profile: the default build in the model, then its words; "check" only when a
+    # tuned record ran slower in the model than its default (timing: it appeared on a busy host) and "seed" only
+    # for seeds re-timed, so both are left out of the comparison
     expected = ["import", "schedules", "reference", "profile", "profile", "tune", "round", "build", "time"]
-    assert [s for s in stages if s != "seed"] == expected, r.stdout
+    assert [s for s in stages if s not in ("seed", "check")] == expected, r.stdout
     rounds = [x for x in lines if "] round:" in x]
     assert "ONNX Runtime" in lines[2] and "8/8 trials" in rounds[0] and "in-model estimate" in rounds[0]
     assert "time held by " in rounds[0] and "ms per inference" in lines[4]
