@@ -2,7 +2,7 @@
 """Two packages of one model, before and after a change, timed side by side.
 
     python scripts/ab_packages.py BEFORE.ftpkg AFTER.ftpkg [--blocks 10] [--repeats 2]
-    python scripts/ab_packages.py PKG.ftpkg PKG.ftpkg --after-flush-denormals [--input-scale 1e-36]
+    python scripts/ab_packages.py PKG.ftpkg PKG.ftpkg --after-flush-denormals [--input-scale 1e-39]
 
 Both are loaded in this process and called on the same inputs in alternating blocks of back-to-back calls
 (`report.timing.alternating_blocks`, the bench's method); prints each repeat's medians and after/before. Build the

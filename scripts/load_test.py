@@ -7,7 +7,8 @@
 
 Load: N threads call one loaded package (and, beside it, one ONNX Runtime session, and OpenVINO when installed)
 for `--duration` seconds each, every call with one of 8 distinct inputs; each output is compared with the
-single-threaded output for that input. Prints throughput, p50/p99 latency, errors and wrong outputs per runtime
+single-threaded output for that input (`--runtimes ours,ours-ftz` adds the package loaded with
+flush_denormals=True). Prints throughput, p50/p99 latency, errors and wrong outputs per runtime
 and thread count.
 
 Hog: each runtime timed in `--processes` fresh processes, idle and with one busy process beside it (`yes`, a core
@@ -47,10 +48,10 @@ def runner(kind: str, package: str, model: str, threads: int):
     from tuner.runtime.package import read_package
 
     manifest, _ = read_package(package)
-    if kind == "ours":
+    if kind in ("ours", "ours-ftz"):
         import tuner
 
-        m = tuner.load(package)
+        m = tuner.load(package, flush_denormals=kind == "ours-ftz")
         return (lambda feed: list(m(**feed).values())), manifest["inputs"]
     if kind == "ort":
         from tuner.report.reference import onnxruntime_session
@@ -82,6 +83,7 @@ def peers() -> list[str]:
         found = ["ours", "ort", "openvino"]
     except ImportError:
         found = ["ours", "ort"]
+    found += ["ours-ftz"] if "ours-ftz" in SELECTED else []  # the package loaded with flush_denormals=True
     return [r for r in found if not SELECTED or r in SELECTED]
 
 
@@ -281,7 +283,9 @@ def main(argv=None) -> int:
     ap.add_argument("--processes", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=3.0, help="timing per fresh process (--hog)")
     ap.add_argument("--setting", default="plain", help=f"hog settings, comma-separated: {', '.join(SETTINGS)}")
-    ap.add_argument("--runtimes", default="", help="comma-separated subset of ours,ort,openvino (default: all)")
+    ap.add_argument(
+        "--runtimes", default="", help="comma-separated: ours,ort,openvino (default: all), ours-ftz (flush_denormals)"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write the results to this file")
     args = ap.parse_args(argv)

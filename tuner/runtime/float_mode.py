@@ -10,8 +10,8 @@ call with flushing on sets both bits on the pool's threads through a parallel lo
 (TVM gives each of its n tasks one of n iterations), runs, then gives the caller its own MXCSR back, so numpy
 and everything else in the caller keeps IEEE subnormals. The workers keep the bits: later calls at the same
 thread count set the caller's only, and the next call on that pool that does not flush clears them first
-(`_PER_THREAD`), so a package loaded without the option never computes with another's setting. Code that reconfigures
-TVM's pool behind the package's back (new worker threads) is not seen. Off by default: measured in
+(`_PER_THREAD`), so a package loaded without the option never computes with another's setting. Worker threads
+that TVM would create anew behind the package's back are not seen. Off by default: measured in
 docs/performance.md ("Flush-to-zero at run time").
 """
 
@@ -21,8 +21,8 @@ import platform
 import threading
 
 FTZ, DAZ = 1 << 15, 1 << 6  # MXCSR bits: flush results to zero, read subnormal inputs as zero
-_PER_THREAD = threading.local()  # per calling thread: its pool's last MXCSR setting (`pool`), its words
-_KERNELS: dict[str, object] = {}
+_PER_THREAD = threading.local()  # per calling thread: its pool's last setting (`pool`) and its two words
+_KERNELS = None  # `_Kernels`, compiled at the first flushing call of the process
 _KERNELS_LOCK = threading.Lock()
 
 
@@ -31,48 +31,51 @@ def supported() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _kernels():
-    """(read, write_here, write_pool): TIR functions that read the caller's MXCSR, set it on the caller only, and
-    set it on `n` threads of the caller's pool; compiled once per process (~50 ms, the first call only)."""
-    with _KERNELS_LOCK:
-        if not _KERNELS:
-            import tvm
-            from tvm.script import tirx as T
+class _Kernels:
+    """TIR functions that read the caller's MXCSR (`read`), set it on the caller only (`write_here`) and on `n`
+    threads of the caller's pool (`write_pool`), and TVM's `runtime.NumThreads` (the calling thread's pool size)."""
 
-            def stmxcsr(at):
-                return T.call_llvm_intrin("void", "llvm.x86.sse.stmxcsr", T.address_of(at))
+    def __init__(self):
+        import tvm
+        from tvm.script import tirx as T
 
-            def ldmxcsr(at):
-                return T.call_llvm_intrin("void", "llvm.x86.sse.ldmxcsr", T.address_of(at))
+        def stmxcsr(at):
+            return T.call_llvm_intrin("void", "llvm.x86.sse.stmxcsr", T.address_of(at))
 
-            @T.prim_func
-            def read(out: T.Buffer((1,), "int32")):
-                T.func_attr({"global_symbol": "read", "tir.noalias": True})
-                T.evaluate(stmxcsr(out[0]))
+        def ldmxcsr(at):
+            return T.call_llvm_intrin("void", "llvm.x86.sse.ldmxcsr", T.address_of(at))
 
-            @T.prim_func
-            def write_here(value: T.Buffer((1,), "int32")):
-                T.func_attr({"global_symbol": "write_here", "tir.noalias": True})
+        @T.prim_func
+        def read(out: T.Buffer((1,), "int32")):
+            T.func_attr({"global_symbol": "read", "tir.noalias": True})
+            T.evaluate(stmxcsr(out[0]))
+
+        @T.prim_func
+        def write_here(value: T.Buffer((1,), "int32")):
+            T.func_attr({"global_symbol": "write_here", "tir.noalias": True})
+            T.evaluate(ldmxcsr(value[0]))
+
+        @T.prim_func
+        def write_pool(value: T.Buffer((1,), "int32"), n: T.int32):
+            T.func_attr({"global_symbol": "write_pool", "tir.noalias": True})
+            for _ in T.parallel(n):
                 T.evaluate(ldmxcsr(value[0]))
 
-            @T.prim_func
-            def write_pool(value: T.Buffer((1,), "int32"), n: T.int32):
-                T.func_attr({"global_symbol": "write_pool", "tir.noalias": True})
-                for _ in T.parallel(n):
-                    T.evaluate(ldmxcsr(value[0]))
-
-            lib = tvm.compile(
-                tvm.IRModule({"read": read, "write_here": write_here, "write_pool": write_pool}), target="llvm"
-            )
-            _KERNELS.update(lib=lib, read=lib["read"], write_here=lib["write_here"], write_pool=lib["write_pool"])
-            _KERNELS["threads"] = tvm.get_global_func("runtime.NumThreads")
-    return _KERNELS["read"], _KERNELS["write_here"], _KERNELS["write_pool"]
+        self.lib = tvm.compile(
+            tvm.IRModule({"read": read, "write_here": write_here, "write_pool": write_pool}), target="llvm"
+        )
+        self.read, self.write_here, self.write_pool = (self.lib[n] for n in ("read", "write_here", "write_pool"))
+        self.pool_size = tvm.get_global_func("runtime.NumThreads")
 
 
-def _pool_size() -> int:
-    """The calling thread's pool as it is now (not as a Model believes it is): the tasks a parallel loop gets."""
-    _kernels()
-    return int(_KERNELS["threads"]())
+def _kernels() -> _Kernels:
+    """The kernels, compiled once per process (~50 ms); no lock once they exist (every flushing call asks)."""
+    global _KERNELS
+    if _KERNELS is None:
+        with _KERNELS_LOCK:
+            if _KERNELS is None:
+                _KERNELS = _Kernels()
+    return _KERNELS
 
 
 def _words():
@@ -90,48 +93,39 @@ def _words():
 
 def read_mxcsr() -> int:
     """This thread's MXCSR."""
-    read, _, _ = _kernels()
     (word, view), _ = _words()
-    read(word)
+    _kernels().read(word)
     return int(view[0]) & 0xFFFF
 
 
-class FlushToZero:
-    """Around each call of a Model: `with mode():` sets the pool's MXCSR (flushing or not) for the call and
-    restores the caller's afterwards. A Model that does not flush pays one thread-local check per call."""
+class Scope:
+    """Around one call of a Model: sets the calling thread's pool flushing or not, and gives the caller its own
+    MXCSR back afterwards. A call that does not flush, on a pool no flushing call touched, costs one
+    thread-local lookup."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __call__(self):
-        return _Scope(self.enabled)
-
-
-class _Scope:
     def __init__(self, flush: bool):
-        self.flush, self.threads, self.caller = flush, 0, None
+        self.flush, self.caller = flush, None
 
     def __enter__(self):
         state = getattr(_PER_THREAD, "pool", None)  # (flushing, threads) last set on this thread's pool; None: never
         if not self.flush and (state is None or not state[0]):
-            return self  # the common case: nothing to set, nothing to restore
-        read, write_here, write_pool = _kernels()
-        # every task of the pool as it is: a pool another caller left on one thread, or a fresh thread's pool at
-        # TVM_NUM_THREADS, whatever the Model's thread governor last set (a test found a worker left unflushed)
-        self.threads = _pool_size()
+            return self
+        k = _kernels()
+        # every task of the pool as it is now, not as the Model's thread governor believes it is (a fresh thread's
+        # pool starts at TVM_NUM_THREADS): a test found a worker left unflushed that way
+        threads = int(k.pool_size())
         (self.caller, caller_view), (value, value_view) = _words()
-        read(self.caller)
+        k.read(self.caller)
         base = int(caller_view[0]) & ~(FTZ | DAZ)  # the caller's rounding and exception masks, without the two
         value_view[0] = base | FTZ | DAZ if self.flush else base
-        if state != (self.flush, self.threads):
-            write_pool(value, self.threads)  # ~2-9 us: a parallel launch
-            _PER_THREAD.pool = (self.flush, self.threads)
+        if state != (self.flush, threads):
+            k.write_pool(value, threads)  # ~2-9 us: a parallel launch
+            _PER_THREAD.pool = (self.flush, threads)
         else:  # the workers kept it from the last call: only the caller, which runs task 0 (~0.3 us)
-            write_here(value)
+            k.write_here(value)
         return self
 
     def __exit__(self, *exc):
         if self.caller is not None:
-            _, write_here, _ = _kernels()
-            write_here(self.caller)  # give the caller back its own MXCSR
+            _kernels().write_here(self.caller)  # give the caller back its own MXCSR
         return False

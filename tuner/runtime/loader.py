@@ -20,7 +20,6 @@ from tuner.core.errors import TunerError
 from tuner.core.native_log import quiet_native_stderr
 from tuner.runtime import float_mode
 from tuner.runtime.compat import _check_library, _sweep_stale_copies, check_compatible
-from tuner.runtime.float_mode import FlushToZero
 from tuner.runtime.inputs import check_range, check_shape, make_inputs, mib, spec_nbytes
 from tuner.runtime.package import LIBRARY, read_package
 from tuner.runtime.profile import profile_calls
@@ -81,8 +80,7 @@ class Model:
         # calls in progress, and the one worker thread that runs every call once two have overlapped
         self._in_flight, self._calls_lock, self._executor = 0, threading.Lock(), None
         self._threads = ThreadGovernor(_pool_threads(), enabled=device.dlpack_device_type() == 1)  # CPU only
-        self.flush_denormals = bool(flush_denormals)
-        self._float_mode = FlushToZero(self.flush_denormals)  # MXCSR's FTZ/DAZ on the pool for each call
+        self.flush_denormals = bool(flush_denormals)  # MXCSR's FTZ/DAZ on the pool for each call (float_mode)
         self.inputs = manifest["inputs"]
         self.outputs = manifest["outputs"]
         self.input_names = [i["name"] for i in self.inputs]
@@ -211,7 +209,7 @@ class Model:
         with self._lock:
             n = self._threads.pick()
             t0 = time.perf_counter()
-            with self._float_mode():
+            with float_mode.Scope(self.flush_denormals):
                 out = self._collect(self._invoke(self._to_device(arrays)))
             self._threads.record(n, time.perf_counter() - t0)
             return out
@@ -235,7 +233,7 @@ class Model:
 
     def _benchmark(self, tensors, repeat: int, warmup: int) -> list[float]:
         self._threads.fixed()
-        with self._float_mode():
+        with float_mode.Scope(self.flush_denormals):
             return self._timed(tensors, repeat, warmup)
 
     def _timed(self, tensors, repeat: int, warmup: int) -> list[float]:
@@ -259,7 +257,7 @@ class Model:
             self._threads.fixed()
             tensors = self._to_device(arrays)
             vm = self._vm_for(tensors)
-            with self._float_mode():
+            with float_mode.Scope(self.flush_denormals):
                 per_call = profile_calls(vm, self._device, lambda: self._invoke(tensors), repeat, order=order)
         whole = sum(c["total_us"] for c in per_call.values()) or 1.0
         rows = [

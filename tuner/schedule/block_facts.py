@@ -4,6 +4,7 @@ Winograd transforms) ask."""
 from __future__ import annotations
 
 MIN_WIDTH = 4  # narrower vectors than this are left scalar
+MAX_VECTOR_EXTENT = 64  # MetaSchedule's llvm default for ParallelizeVectorizeUnroll: no wider loop is vectorised
 
 
 def reduces(block) -> bool:
@@ -22,6 +23,12 @@ def vector_width(extent: int, lanes: int) -> int:
     while width >= MIN_WIDTH and extent % width:
         width //= 2
     return width if width >= MIN_WIDTH else 1
+
+
+def whole_vectors_up_to(width: int, multiple: int, cap: int) -> int | None:
+    """The largest divisor of `width` up to `cap` that is a multiple of `multiple` (a run of whole vectors), or
+    None when there is none."""
+    return next((c for c in range(cap - cap % multiple, 0, -multiple) if width % c == 0), None)
 
 
 def shared_axes(block) -> list[bool]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import contextlib
 
-from tuner.schedule.block_facts import reduces
+from tuner.schedule.block_facts import MAX_VECTOR_EXTENT, reduces, whole_vectors_up_to
 
 POOL_RULES = ("pool_max", "pool_avg", "adaptive_pool_max", "adaptive_pool_avg")
 TARGET_KEYS = ("cpu", "gpu")  # llvm targets carry the key "cpu"; cuda targets "cuda" and "gpu"
-MAX_LANES = 64  # ParallelizeVectorizeUnroll's max_vectorize_extent (default_schedule.MAX_VECTOR_EXTENT)
 
 
 def _generic_rules(sch, block):
@@ -60,13 +59,9 @@ def _vector_chunk(width: int) -> int | None:
     up to 64 that is a whole number of 16-, else 8-, else 4-float vectors (200 channels: 40; 2048: 64); None when
     the axis fits whole, is symbolic or has no such divisor. Unsplit, the PP-OCR classifier's 2 x 2 max pool over
     200 channels ran scalar (0.033 ms, TVM's unscheduled loop 0.007) and ResNet-50's global mean over 2048 too."""
-    if width <= MAX_LANES:
+    if width <= MAX_VECTOR_EXTENT:
         return None
-    for multiple in (16, 8, 4):
-        chunk = next((c for c in range(MAX_LANES - MAX_LANES % multiple, 0, -multiple) if width % c == 0), None)
-        if chunk:
-            return chunk
-    return None
+    return next(filter(None, (whole_vectors_up_to(width, m, MAX_VECTOR_EXTENT) for m in (16, 8, 4))), None)
 
 
 def _window_outside_innermost_axis(block) -> bool:

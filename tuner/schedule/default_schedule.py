@@ -14,7 +14,7 @@ import re
 
 from tuner.core.ir import buffer_shapes, kernel_script
 from tuner.core.target import vector_lanes
-from tuner.schedule.block_facts import shared_axes
+from tuner.schedule.block_facts import MAX_VECTOR_EXTENT, shared_axes, whole_vectors_up_to
 from tuner.schedule.column_reductions import column_schedule
 from tuner.schedule.data_movement import movement_schedule
 from tuner.schedule.inner_reductions import inner_reduction_schedule
@@ -24,7 +24,6 @@ from tuner.schedule.recipes import RECIPE, TileRecipe
 from tuner.schedule.row_kernels import row_schedule
 from tuner.schedule.tiles import heuristic_tiles, registers_for
 
-MAX_VECTOR_EXTENT = 64  # MetaSchedule's llvm default for ParallelizeVectorizeUnroll
 _REDUCTION = re.compile(r'T\.axis\.reduce|T\.axis\.remap\("S*R|T\.init\(\)')
 
 
@@ -97,7 +96,7 @@ def spatial_vector_extent(func, lanes: int) -> int:
         return MAX_VECTOR_EXTENT
     if inner <= MAX_VECTOR_EXTENT:
         return inner
-    return next((w for w in range(MAX_VECTOR_EXTENT, 0, -lanes) if inner % w == 0), MAX_VECTOR_EXTENT)
+    return whole_vectors_up_to(inner, lanes, MAX_VECTOR_EXTENT) or MAX_VECTOR_EXTENT
 
 
 def _epilogue_depth(sketch) -> int:
