@@ -3,14 +3,16 @@
 
     python -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 torchvision transformers onnx
     /tmp/torchenv/bin/python scripts/export_torch_models.py mobilenet_v2 mobilenet_v3_large efficientnet_b0 \\
-        regnet_y_400mf resnext50_32x4d convnext_tiny bert_mini
+        regnet_y_400mf resnext50_32x4d convnext_tiny bert_mini bert_base
     .venv/bin/python scripts/bench.py mobilenet_v2 bert_mini --variants none --unfused none
 
 torch is not a dependency of fusion-tuner (../shared/MODELS.md): run this with an interpreter of its own. Names
 are torchvision.models builders (batch 1, 3x224x224) or the transformer configs below (`transformers`, batch 1,
-sequence 128, int64 input_ids and attention_mask). The models land in models/ (git-ignored) as NAME.onnx, opset
-17, exported by the TorchScript exporter (which folds each BatchNorm into its conv, as a deployment export does).
-Nothing is downloaded: weights are random, so latency is real and outputs are meaningless.
+sequence 128, int64 input_ids, attention_mask and token_type_ids, the three inputs sentence-transformers and
+optimum export BERT with; bert_base is BERT-base's size, 110M parameters). The models land in models/
+(git-ignored) as NAME.onnx, opset 17, exported by the TorchScript exporter (which folds each BatchNorm into its
+conv, as a deployment export does). Nothing is downloaded: weights are random, so latency is real and outputs are
+meaningless.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import os
 
 MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
 # BERT encoders by size (hidden, layers, heads; the FFN 4x hidden), after Google's compact BERT family
-TRANSFORMERS = {"bert_tiny": (128, 2, 2), "bert_mini": (256, 4, 4), "bert_small": (512, 4, 8)}
+TRANSFORMERS = {
+    "bert_tiny": (128, 2, 2), "bert_mini": (256, 4, 4), "bert_small": (512, 4, 8), "bert_base": (768, 12, 12),
+}  # fmt: skip
 SEQUENCE = 128
 
 
@@ -72,19 +76,20 @@ def _export_bert(torch, size: tuple[int, int, int], path: str) -> None:
             super().__init__()
             self.bert = bert
 
-        def forward(self, input_ids, attention_mask):
-            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
             return out.last_hidden_state, out.pooler_output
 
     ids = torch.randint(0, config.vocab_size, (1, SEQUENCE))
     mask = torch.ones(1, SEQUENCE, dtype=torch.long)
+    segments = torch.zeros(1, SEQUENCE, dtype=torch.long)
     torch.onnx.export(
         Encoder(),
-        (ids, mask),
+        (ids, mask, segments),
         path,
         opset_version=17,
         dynamo=False,
-        input_names=["input_ids", "attention_mask"],
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
         output_names=["last_hidden_state", "pooler_output"],
     )
 

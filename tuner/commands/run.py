@@ -159,7 +159,13 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
     out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
     if not onnx_path:
         return out
-    from tuner.plan.attribution import is_layout_transpose, kernel_groups, nodes_of, onnxruntime_by_kernel, ops_label
+    from tuner.plan.attribution import (
+        in_ownership_order,
+        kernel_groups,
+        nodes_of,
+        onnxruntime_by_kernel,
+        ops_label,
+    )
 
     groups = kernel_groups(order, plan_of_package(model.manifest, onnx_path))
     for r in out["kernels"]:
@@ -173,8 +179,7 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         )
         whole = sum(n["ms"] for n in nodes) or 1.0
         out["onnxruntime"] = [{**n, "share": n["ms"] / whole} for n in nodes]
-        # a conv's node is also in the layout transposes around it: its time goes to the conv (given last)
-        ordered = sorted(groups.items(), key=lambda kv: not is_layout_transpose(kv[1]))
+        ordered = in_ownership_order(groups, {r["name"]: r["ms"] for r in out["kernels"]})
         from tuner.frontend.node_names import source_names
 
         # a node onnxsim made stands for the model's nodes it replaced, as both peers name them

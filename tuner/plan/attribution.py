@@ -66,6 +66,13 @@ def is_layout_transpose(groups: list) -> bool:
     return bool(members) and all(m.primfunc.startswith("transpose") and m.onnx_op != "Transpose" for m in members)
 
 
+def in_ownership_order(groups: dict[str, list], kernel_ms: dict[str, float]) -> list[tuple[str, list]]:
+    """`groups`' items in the order that gives a node held by several kernels to the right one, given last: a
+    conv's node to the conv rather than the layout transposes around it; else to the kernel that takes longest
+    (a Gemm's node to its matmul, not to the residual add its bias was fused into)."""
+    return sorted(groups.items(), key=lambda kv: (not is_layout_transpose(kv[1]), kernel_ms.get(kv[0], 0.0)))
+
+
 def node_label(names: list[str], width: int = 40) -> str:
     """The first ONNX node, its end kept when the name is long (exporters put the distinctive part last)."""
     if not names:
