@@ -198,3 +198,42 @@ def test_onnx_graph_with_dropout_builds_in_nhwc_with_two_transposes_and_matches_
     transposes = [g.name for g in plan.groups if "transpose" in g.name or "permute" in g.name]
     assert len(transposes) == 2, [g.name for g in plan.groups]  # into NHWC at the input, out at the output
     assert_matches_onnxruntime(built.executable, model, {"x": RNG.standard_normal((1, 3, 12, 12)).astype("float32")})
+
+
+def _hard_swish_between_transposes(bb, x, exit_transpose=True):
+    """permute to NCHW -> x * clip(x + 3, 0, 6) / 6 (ONNX's HardSwish as exporters decompose it: x read twice)
+    -> the next conv's permute back to NHWC."""
+    t = bb.emit(relax.op.permute_dims(x, TO_NCHW))
+    gate = bb.emit(relax.op.clip(bb.emit(relax.op.add(t, relax.const(3.0))), 0, 6))
+    y = bb.emit(relax.op.divide(bb.emit(relax.op.multiply(t, gate)), relax.const(6.0)))
+    return relax.op.permute_dims(y, TO_NHWC) if exit_transpose else y
+
+
+def test_a_transpose_read_twice_moves_when_its_readers_join_again():
+    """x * f(x) between a conv's transpose and the next conv's inverse: each reader takes a copy, the copies meet
+    at the multiply, and the pair cancels (was: both transposes left, the activation a kernel of its own)."""
+    x = relax.Var("x", relax.TensorType((1, 5, 5, 4), "float32"))
+    before = _function(x, lambda bb: _hard_swish_between_transposes(bb, x))
+    expected = _function(
+        x,
+        lambda bb: relax.op.divide(
+            bb.emit(relax.op.multiply(x, bb.emit(relax.op.clip(bb.emit(relax.op.add(x, relax.const(3.0))), 0, 6)))),
+            relax.const(6.0),
+        ),
+    )
+    after = sink_transposes(before)
+    tvm.ir.assert_structural_equal(after, expected)
+    data = RNG.standard_normal((1, 5, 5, 4)).astype("float32")
+    np.testing.assert_allclose(_run(after, data), _run(before, data), rtol=1e-6)
+
+
+def test_copies_of_a_shared_transpose_are_not_kept_when_they_add_one():
+    """A reader that cannot move the transpose (a reshape) keeps the original; the relu's copy would be a second."""
+    x = relax.Var("x", relax.TensorType((1, 5, 5, 4), "float32"))
+
+    def body(bb):
+        t = bb.emit(relax.op.permute_dims(x, TO_NCHW))
+        return relax.op.add(bb.emit(relax.op.nn.relu(t)), bb.emit(relax.op.reshape(t, (1, 4, 5, 5))))
+
+    before = _function(x, body)
+    tvm.ir.assert_structural_equal(sink_transposes(before), before)

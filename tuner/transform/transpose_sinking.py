@@ -11,9 +11,11 @@ next conv, and FuseOps cannot fuse through it: three kernels per conv, two of th
                                                                    concat, 2-D pools, mean/sum/max over axes
     permute(permute(y, P), Q)       -> permute(y, P[Q]), or y where that is the identity
 
-Only the layout transposes (NCHW <-> NHWC) move, and only one with a single consumer (moving one with several
-would duplicate it), so the number of transposes never grows; where one reaches the next conv's input transpose,
-both disappear.
+Only the layout transposes (NCHW <-> NHWC) move; where one reaches the next conv's input transpose, both
+disappear. A first pass moves only transposes with a single consumer, so their number never grows. A transpose
+read twice (an activation written as x * f(x): hard-swish, SiLU) moves only in a second pass that lets every
+consumer take its own copy; the copies meet again where the branches join. That pass is kept only when it leaves
+fewer transposes of activations than the first (a copy stuck at a consumer that cannot move it would add one).
 """
 
 from __future__ import annotations
@@ -46,23 +48,63 @@ def sink_transposes(mod):
     for gv, func in mod.functions.items():
         if not isinstance(func, relax.Function):
             continue
-        new, changed = func, False
-        for _ in range(MAX_ROUNDS):
-            moved, moved_any = _sink_once(new)
-            if not moved_any:  # rewrite_call returns a new function even when nothing matched
-                break
-            new, changed = relax.analysis.remove_all_unused(moved), True
-        if changed:
+        new = _sink(func, shared=False)
+        if _shared_transposes(new or func):
+            both = _sink(func, shared=True)
+            if both is not None and len(activation_transposes(both)) < len(activation_transposes(new or func)):
+                new = both
+        if new is not None:
             out = out.clone() if out is mod else out
             out[gv] = new
     return out
 
 
-def _sink_once(func):
+def _sink(func, shared: bool):
+    """`func` with its transposes moved as far as they go (`shared`: those read more than once too), or None when
+    none moved."""
+    from tvm import relax
+
+    new, changed = func, False
+    for _ in range(MAX_ROUNDS):
+        moved, moved_any = _sink_once(new, shared)
+        if not moved_any:  # rewrite_call returns a new function even when nothing matched
+            break
+        new, changed = relax.analysis.remove_all_unused(moved), True
+    return new if changed else None
+
+
+def activation_transposes(func) -> list:
+    """The layout transposes of `func` that move data at run time (a constant's is folded at build time)."""
+    from tvm import relax
+
+    found = []
+    relax.analysis.post_order_visit(func.body, lambda e: found.append(e) if _activation_transpose(e) else None)
+    return found
+
+
+def _activation_transpose(expr) -> bool:
+    import tvm
+    from tvm import relax
+
+    if not (isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.permute_dims"):
+        return False
+    axes = [int(a) for a in expr.attrs.axes] if expr.attrs.axes is not None else None
+    return axes in LAYOUT_PERMUTATIONS and not isinstance(expr.args[0], tvm.ir.expr.Constant)
+
+
+def _shared_transposes(func) -> bool:
+    """Whether a layout transpose's result is read more than once (what the second pass could move)."""
+    from tvm import relax
+
+    uses = use_counts(func)
+    return any(_activation_transpose(v) and uses.get(k, 0) > 1 for k, v in relax.analysis.get_var2val(func).items())
+
+
+def _sink_once(func, shared: bool = False):
     """(func after one round, whether anything moved)."""
     from tvm.relax.dpl import rewrite_call
 
-    sinker, moved = _Sinker(func), []
+    sinker, moved = _Sinker(func, shared), []
 
     def rewrite(expr, matches):
         out = sinker.rewrite(expr, matches)
@@ -108,9 +150,10 @@ def elementwise_view(expr, view_of):
 class _Sinker:
     """One round's rewrite, reading operands through the function's bindings as they were at its start."""
 
-    def __init__(self, func):
+    def __init__(self, func, shared: bool = False):
         from tvm import relax
 
+        self.shared = shared  # move a transpose read more than once (each reader then takes its own copy)
         self.var2val = relax.analysis.get_var2val(func)
         self.uses = use_counts(func)
         self.constant = constant_vars(func)
@@ -147,7 +190,7 @@ class _Sinker:
         value = self._value(arg)
         if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.permute_dims"):
             return None
-        if single_use and self.uses.get(arg, 0) != 1:
+        if single_use and not self.shared and self.uses.get(arg, 0) != 1:
             return None
         perm = [int(a) for a in value.attrs.axes] if value.attrs.axes is not None else None
         return (value.args[0], perm) if perm in LAYOUT_PERMUTATIONS else None
