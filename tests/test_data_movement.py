@@ -72,3 +72,51 @@ def test_kernels_that_compute_are_not_moves():
     for f in relu.functions.values():
         if isinstance(f, tvm.tirx.PrimFunc):
             assert movement_schedule(f, 16) is None
+
+
+def _fpn_concat(channels=(24, 24, 16), side=16):
+    """An NHWC feature pyramid's concat (PP-OCR's detector): coarser maps upsampled x2^k by nearest resize, then
+    joined along the channels; FuseOps makes one kernel of the resizes and the concat."""
+    maps = [relax.Var(f"m{k}", relax.TensorType((1, side >> k, side >> k, c), "float32")) for k, c in enumerate(channels)]
+    bb = relax.BlockBuilder()
+    with bb.function("main", maps):
+        with bb.dataflow():
+            parts = [maps[0]] + [
+                bb.emit(relax.op.image.resize2d(m, (side, side), layout="NHWC", method="nearest_neighbor"))
+                for m in maps[1:]
+            ]
+            out = bb.emit_output(bb.emit(relax.op.concat(parts, axis=3)))
+        bb.emit_func_output(out)
+    mod = relax.transform.LegalizeOps(legalize_map())(bb.get())
+    mod = relax.transform.AnnotateTIROpPattern()(mod)
+    return relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
+
+
+def test_a_concat_along_channels_reads_each_input_in_vectors():
+    """Each input's channels are one partition of the channel loop, in vectors of the parts' common width (8 here:
+    24, 24 and 16 channels); before, one scalar select chain per element. Built, it matches numpy."""
+    from tuner.core.target import resolve_target
+    from tuner.schedule.default_schedule import schedule_untuned
+
+    spec = resolve_target("llvm")
+    base = _fpn_concat()
+    (name,) = [gv.name_hint for gv, f in base.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert "concatenate" in name and "resize" in name, name
+    mod, _ = schedule_untuned(base, spec)
+    script = mod[name].script()
+    assert re.findall(r"in T\.vectorized\(T\.int64\((\d+)\)\)", script) == ["8", "8", "8"], script
+    assert "range(T.int64(3), T.int64(6))" in script and script.count("T.parallel") == 1, script
+    rng = np.random.default_rng(2)
+    maps = [rng.standard_normal((1, 16 >> k, 16 >> k, c)).astype("float32") for k, c in enumerate((24, 24, 16))]
+    ex = tvm.compile(mod, target=spec.tvm_target())
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](*[tvm.runtime.tensor(m) for m in maps]).numpy()
+    upsampled = [m.repeat(1 << k, axis=1).repeat(1 << k, axis=2) for k, m in enumerate(maps)]
+    np.testing.assert_array_equal(got, np.concatenate(upsampled, axis=3))
+
+
+def test_a_concat_of_parts_no_vector_divides_is_left_to_the_generic_rules():
+    from tuner.schedule.data_movement import movement_schedule
+
+    for f in _fpn_concat(channels=(3, 5, 7)).functions.values():
+        if isinstance(f, tvm.tirx.PrimFunc):
+            assert movement_schedule(f, 8) is None

@@ -11,6 +11,15 @@ call. Tiled 16 x 16, each tile's 16 input rows and 16 output rows stay in L1: 5.
     copy:       for rows in parallel(...):  y[rows, v:v+16] = x[f(rows), v:v+16]     # both contiguous
     transpose:  for tiles in parallel(...):                                         # a: the input's contiguous axis
                     for a_i in 16:  y[..., a_o*16 + a_i, s_o*16 : s_o*16+16] = x[...]   # vector along y's last axis
+
+A concat along the innermost axis (NHWC channels: a detector's FPN, YOLO's C2f and SPPF blocks), its inputs'
+producers inlined (an upsampling resize), reads each element through a chain of `if_then_else` on the channel,
+which no rule vectorises: PP-OCRv4's 80 x 80 x (4 x 24) FPN concat ran one scalar select chain per element.
+Its channel loop is now split into vectors and partitioned at the inputs' boundaries, so each part reads one
+input in whole vectors (the conditions fold once each part's range is known):
+
+    concat:     for pixels in parallel(...):
+                    for part in inputs:  for chunk in part:  y[pixel, chunk*8 : chunk*8+8] = x_part[...]
 """
 
 from __future__ import annotations
@@ -42,19 +51,57 @@ def movement_schedule(func, lanes: int):
     return sch
 
 
+def _concat_bounds(value, last) -> list[int]:
+    """Where the parts of a concat along `last` (the innermost iterator) start: its `if_then_else` chain as TOPI
+    writes it, `if c <= last then x_k[..] else (...)`, down to a load. Raises on anything else."""
+    bounds = []
+    while type(value).__name__ == "Call":
+        cond = value.args[0] if value.op.name == "prim.if_then_else" else None
+        if type(cond).__name__ != "LE" or type(cond.a).__name__ != "IntImm" or not cond.b.same_as(last):
+            raise ValueError("not a concat along the innermost axis")
+        bounds.append(int(cond.a.value))
+        if type(value.args[1]).__name__ not in LOADS:
+            raise ValueError("a concat part computes")
+        value = value.args[2]
+    if type(value).__name__ not in LOADS:
+        raise ValueError("a concat part computes")
+    return sorted(bounds)
+
+
+def _concat(sch, loops, bounds: list[int], lanes: int) -> None:
+    import math
+
+    extent = int(sch.get(loops[-1]).extent)
+    parts = [b - a for a, b in zip([0, *bounds], [*bounds, extent])]
+    width = math.gcd(lanes, *parts)
+    if width < min(4, lanes) or any(p <= 0 for p in parts):
+        raise ValueError("parts not in whole vectors")  # scalar parts: the generic rules
+    if len(loops) > 1:
+        sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+    chunks, _ = sch.split(loops[-1], [None, width])
+    for part in sch.loop_partition(chunks, [p // width for p in parts[:-1]] + [None]):
+        (inner,) = sch.get_child_blocks(part)
+        sch.vectorize(sch.get_loops(inner)[-1])
+
+
 def _schedule(sch, block, lanes: int) -> None:
     from tvm.tirx.analysis import undefined_vars
 
     node = sch.get(block)
     body = node.body  # a load node's class is TensorLoad in TVM 0.27 (tirx.BufferLoad is a factory): by name
-    if type(body).__name__ != "BufferStore" or type(getattr(body, "value", None)).__name__ not in LOADS:
+    if type(body).__name__ != "BufferStore":
+        raise ValueError("computes, not only moves")
+    loops = sch.get_loops(block)
+    if len(loops) != len(node.iter_vars):
+        raise ValueError("loops and iterators differ")
+    if type(body.value).__name__ == "Call":  # an if_then_else chain: a concat
+        _concat(sch, loops, _concat_bounds(body.value, node.iter_vars[-1].var), lanes)
+        return
+    if type(body.value).__name__ not in LOADS:
         raise ValueError("computes, not only moves")  # an activation or a cast keeps the generic rules
     inputs = [r for r in node.reads if not r.source.same_as(node.writes[0].source)]
     if len(inputs) != 1:
         raise ValueError("not a rearrangement of one input")
-    loops = sch.get_loops(block)
-    if len(loops) != len(node.iter_vars):
-        raise ValueError("loops and iterators differ")
     index = inputs[0].region[-1].min  # the input's contiguous axis, read at ...
     used = undefined_vars(index)
     contiguous = max((k for k, it in enumerate(node.iter_vars) if any(v.same_as(it.var) for v in used)), default=None)
