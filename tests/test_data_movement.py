@@ -77,7 +77,9 @@ def test_kernels_that_compute_are_not_moves():
 def _fpn_concat(channels=(24, 24, 16), side=16):
     """An NHWC feature pyramid's concat (PP-OCR's detector): coarser maps upsampled x2^k by nearest resize, then
     joined along the channels; FuseOps makes one kernel of the resizes and the concat."""
-    maps = [relax.Var(f"m{k}", relax.TensorType((1, side >> k, side >> k, c), "float32")) for k, c in enumerate(channels)]
+    maps = [
+        relax.Var(f"m{k}", relax.TensorType((1, side >> k, side >> k, c), "float32")) for k, c in enumerate(channels)
+    ]
     bb = relax.BlockBuilder()
     with bb.function("main", maps):
         with bb.dataflow():

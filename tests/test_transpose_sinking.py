@@ -204,8 +204,8 @@ def _hard_swish_between_transposes(bb, x, exit_transpose=True):
     """permute to NCHW -> x * clip(x + 3, 0, 6) / 6 (ONNX's HardSwish as exporters decompose it: x read twice)
     -> the next conv's permute back to NHWC."""
     t = bb.emit(relax.op.permute_dims(x, TO_NCHW))
-    gate = bb.emit(relax.op.clip(bb.emit(relax.op.add(t, relax.const(3.0))), 0, 6))
-    y = bb.emit(relax.op.divide(bb.emit(relax.op.multiply(t, gate)), relax.const(6.0)))
+    gate = bb.emit(relax.op.clip(bb.emit(relax.op.add(t, relax.const(3.0)), "hs_add"), 0, 6), "hs_clip")
+    y = bb.emit(relax.op.divide(bb.emit(relax.op.multiply(t, gate), "hs_mul"), relax.const(6.0)), "hs_div")
     return relax.op.permute_dims(y, TO_NHWC) if exit_transpose else y
 
 
@@ -223,6 +223,10 @@ def test_a_transpose_read_twice_moves_when_its_readers_join_again():
     )
     after = sink_transposes(before)
     tvm.ir.assert_structural_equal(after, expected)
+    # each op keeps its binding's name, the ONNX node the plan and the profile attribute it to (the last one
+    # takes the function's output, which the cancelled transpose had)
+    names = {b.value.op.name: b.var.name for b in after["main"].body.blocks[0].bindings}
+    assert names == {"relax.add": "hs_add", "relax.clip": "hs_clip", "relax.multiply": "hs_mul", "relax.divide": "gv"}
     data = RNG.standard_normal((1, 5, 5, 4)).astype("float32")
     np.testing.assert_allclose(_run(after, data), _run(before, data), rtol=1e-6)
 

@@ -69,8 +69,38 @@ def _sink(func, shared: bool):
         moved, moved_any = _sink_once(new, shared)
         if not moved_any:  # rewrite_call returns a new function even when nothing matched
             break
-        new, changed = relax.analysis.remove_all_unused(moved), True
+        new, changed = _keep_names(relax.analysis.remove_all_unused(moved)), True
     return new if changed else None
+
+
+def _keep_names(func):
+    """The op a transpose moved below keeps its binding's name (the ONNX node the plan and the profile know it by):
+    the rewrite binds `op(y)` to a new variable and gives the old name to the transpose after it. Both now carry
+    the name, as a conv's layout transposes carry the conv's."""
+    from tvm import relax
+    from tvm.relax import PyExprMutator, expr_functor
+
+    renamed = {}
+    var2val = relax.analysis.get_var2val(func)
+    for var, value in var2val.items():
+        if _activation_transpose(value) and isinstance(value.args[0], relax.Var):
+            renamed[value.args[0]] = var.name
+    if not renamed:
+        return func
+
+    @expr_functor.mutator
+    class Renamer(PyExprMutator):
+        def visit_var_binding_(self, binding):
+            name = renamed.get(binding.var)
+            if name is None or binding.var.name == name:
+                return super().visit_var_binding_(binding)
+            value = self.visit_expr(binding.value)
+            kind = relax.DataflowVar if isinstance(binding.var, relax.DataflowVar) else relax.Var
+            var = kind(name, binding.var.ty)
+            self.set_var_remap(binding.var, var)
+            self.builder_.emit_normalized(relax.VarBinding(var, value))
+
+    return Renamer().visit_expr(func)
 
 
 def activation_transposes(func) -> list:
