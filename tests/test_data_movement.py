@@ -116,6 +116,19 @@ def test_a_concat_along_channels_reads_each_input_in_vectors():
     np.testing.assert_array_equal(got, np.concatenate(upsampled, axis=3))
 
 
+def test_the_concat_schedule_replays_from_its_trace():
+    """What a tuning record of the default holds (tuning/seed.py): its trace as JSON, replayed, is the schedule."""
+    from tuner.core.target import resolve_target
+    from tuner.schedule.default_schedule import heuristic_schedule
+
+    (func,) = [f for f in _fpn_concat().functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    sch = heuristic_schedule(func, resolve_target("llvm").tvm_target(), 8)
+    assert "LoopPartition" in [inst.kind.name for inst in sch.trace.insts]
+    replayed = tvm.s_tir.Schedule(func)
+    tvm.s_tir.schedule.Trace.apply_json_to_schedule(sch.trace.as_json(), replayed)
+    tvm.ir.assert_structural_equal(replayed.mod, sch.mod)
+
+
 def test_a_concat_of_parts_no_vector_divides_is_left_to_the_generic_rules():
     from tuner.schedule.data_movement import movement_schedule
 
