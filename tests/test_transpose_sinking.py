@@ -241,3 +241,22 @@ def test_copies_of_a_shared_transpose_are_not_kept_when_they_add_one():
 
     before = _function(x, body)
     tvm.ir.assert_structural_equal(sink_transposes(before), before)
+
+
+def test_a_second_pass_that_fails_leaves_the_first_passs_graph(monkeypatch):
+    """The shared pass is an optimisation over a correct graph: if it raises on some graph, the build keeps what
+    the single-reader pass made instead of failing."""
+    from tuner.transform import transpose_sinking
+
+    x = relax.Var("x", relax.TensorType((1, 5, 5, 4), "float32"))
+    before = _function(x, lambda bb: _hard_swish_between_transposes(bb, x))
+    single_pass = transpose_sinking._sink
+
+    def failing_second_pass(func, shared):
+        if shared:
+            raise RuntimeError("a graph the second pass cannot take")
+        return single_pass(func, shared)
+
+    monkeypatch.setattr(transpose_sinking, "_sink", failing_second_pass)
+    after = sink_transposes(before)
+    assert len(_permutes(after)) == 2  # nothing moved: both transposes stay, as before the second pass existed

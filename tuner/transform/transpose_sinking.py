@@ -50,7 +50,7 @@ def sink_transposes(mod):
             continue
         new = _sink(func, shared=False)
         if _shared_transposes(new or func):
-            both = _sink(func, shared=True)
+            both = _sink_shared(func)
             if both is not None and len(activation_transposes(both)) < len(activation_transposes(new or func)):
                 new = both
         if new is not None:
@@ -71,6 +71,15 @@ def _sink(func, shared: bool):
             break
         new, changed = _keep_names(relax.analysis.remove_all_unused(moved)), True
     return new if changed else None
+
+
+def _sink_shared(func):
+    """The second pass, or None where it fails on a graph the first pass took: it only ever removes transposes, so
+    the first pass's result is a correct fallback."""
+    try:
+        return _sink(func, shared=True)
+    except Exception:  # noqa: BLE001  (an optimisation with a correct fallback; the build goes on)
+        return None
 
 
 def _keep_names(func):
@@ -100,7 +109,10 @@ def _keep_names(func):
             self.set_var_remap(binding.var, var)
             self.builder_.emit_normalized(relax.VarBinding(var, value))
 
-    return Renamer().visit_expr(func)
+    try:
+        return Renamer().visit_expr(func)
+    except Exception:  # noqa: BLE001  (names are for the plan and the profile only: never fail a build on them)
+        return func
 
 
 def activation_transposes(func) -> list:
