@@ -14,6 +14,7 @@ import re
 
 from tuner.core.ir import buffer_shapes, kernel_script
 from tuner.core.target import vector_lanes
+from tuner.schedule import vector_split
 from tuner.schedule.block_facts import MAX_VECTOR_EXTENT, shared_axes, whole_vectors_up_to
 from tuner.schedule.column_reductions import column_schedule
 from tuner.schedule.data_movement import movement_schedule
@@ -109,16 +110,17 @@ def _epilogue_depth(sketch) -> int:
     return depth
 
 
-def _postprocs():
+def _postprocs(lanes: int, recipe: TileRecipe = RECIPE):
     from tvm.s_tir import meta_schedule as ms
 
     # RewriteLayout packs layout-free weights into the tiled access order; `lowering.pack_weights` folds it
-    return [
+    postprocs = [
         ms.postproc.DisallowDynamicLoop(),
         ms.postproc.RewriteParallelVectorizeUnroll(),
         ms.postproc.RewriteReductionBlock(),
         ms.postproc.RewriteLayout(),
     ]
+    return postprocs + ([vector_split.postproc(lanes)] if recipe.split_wide_vectors else [])
 
 
 def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int = 1):
@@ -195,7 +197,7 @@ def template_space(func, lanes: int, recipe: TileRecipe = RECIPE, mutator_probs=
 
     extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
     return ms.space_generator.PostOrderApply(
-        sch_rules=_rules(extent, recipe), postprocs=_postprocs(), mutator_probs=mutator_probs
+        sch_rules=_rules(extent, recipe), postprocs=_postprocs(lanes, recipe), mutator_probs=mutator_probs
     )
 
 

@@ -73,6 +73,15 @@ class TileRecipe:
     # with 16 registers, register-block rows only along an axis some input is shared on (not Winograd's transform
     # axes, not a batch): `tiles._may_hold_rows`
     rows_share_inputs: bool = True
+    # with 16 registers, an odd number of vectors along the contiguous axis (24, 72, 120 channels) as blocks of 3
+    # vectors x 4 rows (12 accumulators; 7 loads per 12 FMAs) instead of 1 vector x 8 rows (9 loads per 8 FMAs),
+    # or of 5 x 2 (40, 200 channels); wants the epilogue's vectors split to the lanes (`split_wide_vectors`).
+    # Zen 3, single 1x1 convs, kernel time in the VM profile: 64 -> 24 on 56x56 0.120 -> 0.078 ms, 72 -> 24 with
+    # a residual 0.13-0.22 -> 0.09-0.10, 40 -> 120 on 28x28 0.10 -> 0.07; 120 -> 40 (5 x 2) ~0.09 -> ~0.08
+    odd_vector_blocks: bool = True
+    # vector loops of 3, 5, ... registers (a 3-vector block's epilogue) as one unrolled loop per register:
+    # `vector_split.split_wide_vectors`, a post-processor of the design space
+    split_wide_vectors: bool = True
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
@@ -110,6 +119,8 @@ SCALAR_INNER = TileRecipe(inner_reductions=False)  # NCHW global means as one sc
 GATHERED_MOVES = TileRecipe(data_movement=False)  # transposes vectorised along the output only, as before 2026-12-06
 FOUR_VECTOR_ODD_ROWS = TileRecipe(odd_rows_one_vector=False)  # AVX2's 7-wide rows as 1 x 4 vectors, before 2026-12-07
 UNSHARED_ROWS = TileRecipe(rows_share_inputs=False)  # AVX2 rows along any axis (Winograd's eps, nu), before 2026-12-07
+ONE_VECTOR_ODD = TileRecipe(odd_vector_blocks=False)  # AVX2: 24 or 72 channels as 1 vector x 8 rows, before 2026-12-08
+WIDE_VECTORS = TileRecipe(split_wide_vectors=False)  # 24-float epilogue vectors left to LLVM, before 2026-12-08
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,
@@ -129,4 +140,6 @@ EARLIER_RECIPES = {
     "gathered moves": GATHERED_MOVES,
     "4-vector odd rows": FOUR_VECTOR_ODD_ROWS,
     "unshared rows": UNSHARED_ROWS,
+    "one-vector odd blocks": ONE_VECTOR_ODD,
+    "wide vectors": WIDE_VECTORS,
 }

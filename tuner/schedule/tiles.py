@@ -43,7 +43,7 @@ def heuristic_tiles(
             _vector_width(extents[last], lanes) if recipe.pow2_width else _divisor_at_most(extents[last], lanes)
         )
         if len(spatial) > 1 and inner[last] == lanes:  # side-by-side vectors only of full width
-            block[last] = _divisor_at_most(extents[last] // inner[last], recipe.max_vectors)
+            block[last] = _side_by_side(extents[last] // inner[last], registers, recipe)
         budget = (registers - recipe.free_registers) // block.get(last, 1)  # accumulator rows that fit
         max_rows = recipe.rows(registers)
         rows_cap = min(max_rows, max(1, budget))
@@ -69,7 +69,8 @@ def heuristic_tiles(
             if (rows_one := _divisor_at_most(extents[row_axes[0]], one_vector_rows)) > first_cap:
                 block.update({k: 1 for k in row_axes})
                 block[row_axes[0]], block[last], rows = rows_one, 1, rows_one
-        if recipe.grow_vectors and rows <= max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
+        grow = block.get(last, 1) <= recipe.max_vectors  # not past an odd block of 3 vectors
+        if grow and recipe.grow_vectors and rows <= max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
             # few rows (508 = 4 x 127): more vectors side by side keep more accumulators in flight; each vector
             # column needs rows accumulators and one weight register
             cap = min(max_rows // 2, (registers - recipe.free_registers) // (rows + 1))
@@ -88,6 +89,18 @@ def heuristic_tiles(
             continue
         out.append([outer[k], second.get(k, 1), block.get(k, 1), inner.get(k, 1)])
     return out
+
+
+def _side_by_side(vectors: int, registers: int, recipe: TileRecipe) -> int:
+    """Vectors side by side in the register block, of `vectors` along the contiguous axis: up to `max_vectors`;
+    with 16 registers an odd count as 3 vectors beside 4 rows when 3 divides it (24, 72, 120 channels on AVX2),
+    else as 5 beside 2 rows when 5 does (40, 200), where the cap of 2 would leave 1 vector beside 8 rows
+    (`TileRecipe.odd_vector_blocks`)."""
+    if recipe.odd_vector_blocks and registers <= 16 and vectors % 2:
+        for width in (3, 5):
+            if vectors % width == 0:
+                return width
+    return _divisor_at_most(vectors, recipe.max_vectors)
 
 
 def _may_hold_rows(axis: int, shares: list[bool] | None, registers: int, recipe: TileRecipe) -> bool:
