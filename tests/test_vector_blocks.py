@@ -33,6 +33,21 @@ def test_wide_vector_parts():
     assert wide_vector_parts(48, 16) == 3 and wide_vector_parts(24, 16) == 0
 
 
+def test_only_kernels_with_an_odd_vector_count_get_the_split_in_their_design_space():
+    """The post-processor is Python, run for every candidate the search makes: it is in the design space only of
+    kernels whose output can have such a vector loop (24 channels on AVX2), not of one with 32 or of one whose
+    24 channels are under a vector of 16 lanes."""
+    from tuner.schedule.default_schedule import template_space
+    from tuner.schedule.vector_split import may_need_split
+
+    task, _ = _conv_24_task()
+    func = task.dispatched[0]["main"]
+    assert may_need_split(func, 8) and may_need_split(func, 4) and not may_need_split(func, 16)  # 3, 6, 1.5
+    with_split, without = (template_space(func, lanes).postprocs for lanes in (8, 16))
+    assert [type(p).__name__ for p in with_split][-1] == "_PyPostproc"  # what derived_object makes of it
+    assert len(with_split) == len(without) + 1 and "_PyPostproc" not in [type(p).__name__ for p in without]
+
+
 def _conv_24_task():
     """A 1x1 NHWC conv 64 -> 24 channels with a bias and ReLU, as one fused kernel (MetaSchedule's task)."""
     import tvm

@@ -110,7 +110,7 @@ def _epilogue_depth(sketch) -> int:
     return depth
 
 
-def _postprocs(lanes: int, recipe: TileRecipe = RECIPE):
+def _postprocs(lanes: int, recipe: TileRecipe = RECIPE, split: bool = True):
     from tvm.s_tir import meta_schedule as ms
 
     # RewriteLayout packs layout-free weights into the tiled access order; `lowering.pack_weights` folds it
@@ -120,7 +120,7 @@ def _postprocs(lanes: int, recipe: TileRecipe = RECIPE):
         ms.postproc.RewriteReductionBlock(),
         ms.postproc.RewriteLayout(),
     ]
-    return postprocs + ([vector_split.postproc(lanes)] if recipe.split_wide_vectors else [])
+    return postprocs + ([vector_split.postproc(lanes)] if split and recipe.split_wide_vectors else [])
 
 
 def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int = 1):
@@ -196,8 +196,9 @@ def template_space(func, lanes: int, recipe: TileRecipe = RECIPE, mutator_probs=
     from tvm.s_tir import meta_schedule as ms
 
     extent = spatial_vector_extent(func, lanes) if recipe.fit_spatial_vectors else MAX_VECTOR_EXTENT
+    postprocs = _postprocs(lanes, recipe, vector_split.may_need_split(func, lanes))
     return ms.space_generator.PostOrderApply(
-        sch_rules=_rules(extent, recipe), postprocs=_postprocs(lanes, recipe), mutator_probs=mutator_probs
+        sch_rules=_rules(extent, recipe), postprocs=postprocs, mutator_probs=mutator_probs
     )
 
 

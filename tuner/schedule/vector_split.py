@@ -21,21 +21,39 @@ def wide_vector_parts(extent: int, lanes: int) -> int:
     return 0 if parts & (parts - 1) == 0 else parts
 
 
+def may_need_split(func, lanes: int) -> bool:
+    """Whether any schedule of `func` can have such a vector loop: when its output's innermost extent is a whole
+    number of vectors that is not a power of two (24 or 72 floats on AVX2). Tile sizes divide the extent, so with
+    a power of two of vectors every vector loop is one too; the post-processor is left out of those kernels' design
+    spaces (it is Python, called for every candidate of the search)."""
+    from tuner.core.ir import buffer_shapes, kernel_script
+
+    shapes = buffer_shapes(kernel_script(func))
+    inner = shapes[-1][-1] if shapes and shapes[-1] else None
+    if not isinstance(inner, int) or inner % lanes:
+        return False
+    parts = inner // lanes
+    return parts & (parts - 1) != 0
+
+
 def split_wide_vectors(sch, lanes: int) -> bool:
     """Splits every vectorised loop of `sch` whose extent `wide_vector_parts` names into (parts, lanes): the outer
     unrolled, the inner vectorised. Always succeeds (a schedule with no such loop is left as it is)."""
     from tvm import tirx
 
     for block in _blocks(sch):
-        for loop in sch.get_loops(block):
-            node = sch.get(loop)
-            if node.kind != tirx.ForKind.VECTORIZED or not isinstance(node.extent, tirx.IntImm):
-                continue
-            parts = wide_vector_parts(int(node.extent), lanes)
-            if parts:
-                outer, inner = sch.split(loop, [parts, lanes])
-                sch.unroll(outer)
-                sch.vectorize(inner)
+        loops = sch.get_loops(block)
+        if not loops:
+            continue
+        loop = loops[-1]  # the vector loop is a block's innermost: only it is read (this runs for every candidate)
+        node = sch.get(loop)
+        if node.kind != tirx.ForKind.VECTORIZED or not isinstance(node.extent, tirx.IntImm):
+            continue
+        parts = wide_vector_parts(int(node.extent), lanes)
+        if parts:
+            outer, inner = sch.split(loop, [parts, lanes])
+            sch.unroll(outer)
+            sch.vectorize(inner)
     return True
 
 

@@ -90,19 +90,22 @@ def with_design_space(tunable, target_spec, fused_mod, template: bool = True):
 
 
 def _template(task, target_spec, cache: dict, template: bool = True):
-    """The default schedule's space for this CPU task, one object per vector length (tasks sharing a space are
-    tuned in one batch of contexts). Without `template` (--space tvm), only for a spatial kernel whose vectors
-    are not MetaSchedule's 64 lanes (there the two spaces differ only in that length), else None."""
+    """The default schedule's space for this CPU task, one object per vector length and set of post-processors
+    (tasks sharing a space are tuned in one batch of contexts). Without `template` (--space tvm), only for a
+    spatial kernel whose vectors are not MetaSchedule's 64 lanes (there the two spaces differ only in that
+    length), else None."""
     from tuner.core.target import vector_lanes
     from tuner.schedule.default_schedule import MAX_VECTOR_EXTENT, spatial_vector_extent, template_space
+    from tuner.schedule.vector_split import may_need_split
 
     func, lanes = task.dispatched[0]["main"], vector_lanes(target_spec)
     extent = spatial_vector_extent(func, lanes)
     if not template and extent == MAX_VECTOR_EXTENT:
         return None
-    if extent not in cache:
-        cache[extent] = template_space(func, lanes)
-    return cache[extent]
+    key = (extent, may_need_split(func, lanes))  # the post-processors differ too (vector_split)
+    if key not in cache:
+        cache[key] = template_space(func, lanes)
+    return cache[key]
 
 
 def round_contexts(tunable, work_dir, console_level=None, **kwargs):
