@@ -446,3 +446,42 @@ def test_rounds_move_on_from_stalled_tasks():
     heavy.trials, heavy.best_ms = 192, 0.6  # a real gain: its count starts again
     count_stalls([st for _, st in tasks], before, 0.01)
     assert heavy.stalled_rounds == 0
+
+
+def test_a_task_whose_search_makes_nothing_does_not_end_the_tuning(monkeypatch):
+    """A round that measured nothing marks its tasks exhausted; the next round tunes the others, and the run only
+    stops when no task is left. (A recognizer's 10-minute tune stopped after 40 s: the first round's only task, a
+    pool whose every candidate a post-processor rejected, made nothing, and the loop read that as the end.)"""
+    from types import SimpleNamespace
+
+    from tuner.tuning import loop
+    from tuner.tuning.knobs import Knobs
+    from tuner.tuning.priority import where_time_goes
+    from tuner.tuning.progress import Progress
+    from tuner.tuning.state import TaskState
+
+    pool = TaskState("pool", 1e5, 1, "p")  # never measured: the first chosen
+    conv = TaskState("conv", 1e9, 1, "c", trials=1, best_ms=1.0)
+    knobs = Knobs(tasks_per_round=1, trials=40)
+    run = SimpleNamespace(knobs=knobs, db_dir="db", tunable=[(None, pool), (None, conv)], states=[pool, conv])
+    run.manifest = {}
+    monkeypatch.setenv("TVM_NUM_THREADS", "2")  # _rounds sets it for its runner: restored after the test
+    run.save = lambda: None
+    rounds = []
+
+    def one_round(run, remaining, *args):
+        (chosen,) = [st for _, st in where_time_goes(run.tunable, run.knobs)]
+        rounds.append(chosen.name)
+        return (0 if chosen is pool else 8), False, [chosen]
+
+    monkeypatch.setattr(loop, "_one_round", one_round)
+    monkeypatch.setattr(loop, "refresh", lambda *a: None)
+    monkeypatch.setattr(loop, "make_runner", lambda *a: None)
+    monkeypatch.setattr(loop, "_model_estimate", lambda run: None)
+    monkeypatch.setattr(loop, "_status", lambda *a: None)
+    spec = SimpleNamespace(config={"num-cores": 2}, is_gpu=True)  # no seeding: this test is about the rounds
+    spent, why = loop._rounds(run, spec, 40, Progress())
+    assert rounds == ["pool", "conv", "conv", "conv", "conv", "conv"] and (spent, why) == (40, "budget")
+    assert pool.exhausted and not conv.exhausted
+    conv.exhausted = True
+    assert where_time_goes(run.tunable, knobs) == []

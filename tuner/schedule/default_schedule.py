@@ -114,13 +114,14 @@ def _postprocs(lanes: int, recipe: TileRecipe = RECIPE, split: bool = True):
     from tvm.s_tir import meta_schedule as ms
 
     # RewriteLayout packs layout-free weights into the tiled access order; `lowering.pack_weights` folds it
-    postprocs = [
+    split_vectors = [vector_split.postproc(lanes)] if split and recipe.split_wide_vectors else []
+    return [
         ms.postproc.DisallowDynamicLoop(),
         ms.postproc.RewriteParallelVectorizeUnroll(),
+        *split_vectors,  # right after the vectors are made (vector_split.postproc)
         ms.postproc.RewriteReductionBlock(),
         ms.postproc.RewriteLayout(),
     ]
-    return postprocs + ([vector_split.postproc(lanes)] if split and recipe.split_wide_vectors else [])
 
 
 def _retile(sch, original, lanes: int, recipe: TileRecipe = RECIPE, cores: int = 1):

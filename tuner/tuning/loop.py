@@ -226,7 +226,7 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
     try:
         while spent < budget:
             before = {id(st): (st.trials, st.best_ms) for st in run.states}
-            ran, time_up = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
+            ran, time_up, chosen = _one_round(run, budget - spent, builder, runner, cores, console_level, progress)
             if time_up:  # no batch fits the time left
                 return spent, "time"
             spent += ran
@@ -239,8 +239,11 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
             best_total = total if not stale_rounds else best_total
             if knobs.early_stopping and stale_rounds >= knobs.early_stopping:
                 return spent, "early-stopping"
-            if ran <= 0:
-                return spent, "search space exhausted"
+            if ran <= 0:  # these tasks' searches made nothing new to measure: the others may still
+                for st in chosen:
+                    st.exhausted = True
+                if not chosen or not where_time_goes(run.tunable, knobs):
+                    return spent, "search space exhausted"
     except KeyboardInterrupt:
         return spent, "interrupted"
     return spent, "budget"
@@ -261,9 +264,10 @@ def _status(run: _Run, spent: int, budget: int) -> RoundStatus:
     )
 
 
-def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool]:
-    """(trials measured, whether the time is up: no batch fits the time left) for one round of `tune_tasks`. A
-    round the deadline cut short is not the end: the next one is planned from the time left."""
+def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level, progress) -> tuple[int, bool, list]:
+    """(trials measured, whether the time is up: no batch fits the time left, the states of the tasks it tuned)
+    for one round of `tune_tasks`. A round the deadline cut short is not the end: the next one is planned from the
+    time left."""
     from tvm.s_tir import meta_schedule as ms
 
     knobs, db_dir = run.knobs, run.db_dir
@@ -274,7 +278,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
         predicted = [_predicted_batches(task, st, knobs, cores) for task, st in chosen]
         picked, population = deadline.plan(predicted)
         if not picked:
-            return 0, True
+            return 0, True, []
         chosen = [chosen[i] for i in picked]
         deadline.fired = False
         deadline.start_round([predicted[i][population] for i in picked])
@@ -310,7 +314,7 @@ def _one_round(run: _Run, remaining: int, builder, runner, cores, console_level,
     except Exception:
         if not (deadline and deadline.fired):
             raise
-    return max(trials_in_db(db_dir) - before, 0), False
+    return max(trials_in_db(db_dir) - before, 0), False, [st for _, st in chosen]
 
 
 def _time_words(knobs: Knobs) -> str:

@@ -10,11 +10,15 @@ from tuner.tuning.knobs import Knobs
 def where_time_goes(tunable, knobs: Knobs) -> list:
     """The (task, state) pairs for the next round: not yet measured first (heaviest first), then the largest
     share of the model's time (`in_model_estimates`), halved for each round in a row that tuned the task without
-    a gain (diminishing returns, as TVM's gradient task scheduler weighs them); tasks at --max-trials-per-task are
-    done. Without the halving a cold light ResNet-50 spent its 10 minutes on 3 of its 28 tasks (129-193
+    a gain (diminishing returns, as TVM's gradient task scheduler weighs them); tasks at --max-trials-per-task, or
+    whose search made nothing to measure (`exhausted`), are done. Without the halving a cold light ResNet-50 spent its 10 minutes on 3 of its 28 tasks (129-193
     candidates each, 2-7% better than their default schedules) while 25 kept theirs."""
     in_model_estimates([st for _, st in tunable])
-    open_ = [ts for ts in tunable if not knobs.max_trials_per_task or ts[1].trials < knobs.max_trials_per_task]
+    open_ = [
+        ts
+        for ts in tunable
+        if not ts[1].exhausted and (not knobs.max_trials_per_task or ts[1].trials < knobs.max_trials_per_task)
+    ]
     ranked = sorted(open_, key=lambda ts: (ts[1].best_ms is not None, -_rank(ts[1])))
     return ranked[: max(1, knobs.tasks_per_round)]
 

@@ -19,6 +19,7 @@ class TaskState:
     space: object = None  # the design space it is tuned in (set by with_design_space)
     note: str | None = None  # e.g. tuned in a reduced design space
     stalled_rounds: int = 0  # rounds in a row that tuned it without a gain (see priority.where_time_goes)
+    exhausted: bool = False  # a round of it measured nothing: its search makes no new candidate (loop._rounds)
     candidate_s: float | None = None  # seconds one search candidate costs (search_cost.candidate_seconds)
     model_ms: float | None = None  # its kernels' time in one inference of the default build (model_profile.py)
     default_ms: float | None = None  # its default schedule's time alone (the seed record), when seeded this run
