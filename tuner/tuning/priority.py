@@ -11,8 +11,9 @@ def where_time_goes(tunable, knobs: Knobs) -> list:
     """The (task, state) pairs for the next round: not yet measured first (heaviest first), then the largest
     share of the model's time (`in_model_estimates`), halved for each round in a row that tuned the task without
     a gain (diminishing returns, as TVM's gradient task scheduler weighs them); tasks at --max-trials-per-task, or
-    whose search made nothing to measure (`exhausted`), are done. Without the halving a cold light ResNet-50 spent its 10 minutes on 3 of its 28 tasks (129-193
-    candidates each, 2-7% better than their default schedules) while 25 kept theirs."""
+    whose search made nothing to measure (`exhausted`), are done. Without the halving a cold light ResNet-50 spent
+    its 10 minutes on 3 of its 28 tasks (129-193 candidates each, 2-7% better than their default schedules) while
+    25 kept theirs."""
     in_model_estimates([st for _, st in tunable])
     open_ = [
         ts
