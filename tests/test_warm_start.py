@@ -97,7 +97,7 @@ def test_schedules_none_a_database_and_other_targets(tuned_mlp, tmp_path):
 
 def test_the_repository_library_is_found_and_a_same_isa_key_stands_in(monkeypatch):
     """`auto` finds schedules/ beside the package (not inside it), and a CPU without a library of its own takes
-    the library of a CPU with the same vector features; one with fewer (AVX2 only) takes none."""
+    the library of a CPU with the same vector features (an AVX2 Intel core Zen 3's)."""
     from tuner.core.target import required_cpu_features
     from tuner.tuning.database.warm_start import LIBRARY
 
@@ -111,4 +111,7 @@ def test_the_repository_library_is_found_and_a_same_isa_key_stands_in(monkeypatc
         assert found is not None and os.path.basename(found) in ("llvm-rocketlake-2c", "llvm-znver4-2c")
     else:  # an AVX-512 library is no use to a host that cannot run its schedules
         assert found is None
-    assert resolve_schedules("auto", resolve_target("llvm:znver3")) is None  # AVX2: no same-ISA library
+    avx2 = resolve_schedules("auto", resolve_target("llvm:znver3"))  # its own library (2026-12-07)
+    assert avx2 is not None and os.path.basename(avx2) == "llvm-znver3-2c"
+    if set(required_cpu_features("haswell")) <= set(host_cpu_flags()):  # another AVX2 CPU stands in for it
+        assert resolve_schedules("auto", resolve_target("llvm:haswell")) == avx2
