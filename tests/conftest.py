@@ -169,3 +169,29 @@ def line_reader_package(line_reader, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("ranged") / "line_reader.ftpkg")
     _, manifest = compile_model(line_reader, out, target="llvm", shapes={"image": (1, 3, 16, DimRange(8, 512))})
     return out, manifest
+
+
+def conv_relu_task(x_shape, w_shape, padding: int = 0):
+    """An NHWC conv (OHWI weights) with a bias + ReLU epilogue, as one fused kernel: (MetaSchedule's task, the
+    host's target spec)."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuner.core.target import resolve_target
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    w = relax.Var("w", relax.TensorType(w_shape, "float32"))
+    b = relax.Var("b", relax.TensorType((1, 1, 1, w_shape[0]), "float32"))
+    with bb.function("main", [x, w, b]):
+        with bb.dataflow():
+            conv = relax.op.nn.conv2d(x, w, padding=padding, data_layout="NHWC", kernel_layout="OHWI")
+            z = bb.emit_output(relax.op.nn.relu(relax.op.add(bb.emit(conv), b)))
+        bb.emit_func_output(z)
+    seq = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps()]
+    mod = relax.transform.FuseTIR()(tvm.transform.Sequential(seq)(bb.get()))
+    target = resolve_target("llvm")
+    (task,) = ms.relax_integration.extract_tasks(mod, target.tvm_target())
+    assert "conv2d" in task.task_name and "relu" in task.task_name, task.task_name
+    return task, target

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import conv_relu_task, run_cli
 
 from tuner.build.executable import build_prepared, lower_prepared
 from tuner.core.errors import TunerError
@@ -355,32 +355,7 @@ def test_untuned_default_schedule_is_deterministic(cnn):
 
 def _conv_relu_task():
     """An NHWC 3x3 conv with a bias + ReLU epilogue, as one fused kernel."""
-    import tvm
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.script import ir as I
-    from tvm.script import relax as R
-
-    @I.ir_module
-    class Conv:
-        @R.function
-        def main(
-            x: R.Tensor((1, 14, 14, 128), "float32"),
-            w: R.Tensor((256, 3, 3, 128), "float32"),
-            b: R.Tensor((1, 1, 1, 256), "float32"),
-        ):
-            with R.dataflow():
-                y = R.nn.conv2d(x, w, padding=[1, 1], data_layout="NHWC", kernel_layout="OHWI")
-                z = R.nn.relu(R.add(y, b))
-                R.output(z)
-            return z
-
-    seq = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps()]
-    mod = relax.transform.FuseTIR()(tvm.transform.Sequential(seq)(Conv))
-    target = resolve_target("llvm")
-    (task,) = ms.relax_integration.extract_tasks(mod, target.tvm_target())
-    assert "conv2d" in task.task_name and "relu" in task.task_name, task.task_name
-    return task, target
+    return conv_relu_task((1, 14, 14, 128), (256, 3, 3, 128), padding=1)
 
 
 def test_default_schedule_unrolls_to_a_fixed_depth():

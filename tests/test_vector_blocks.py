@@ -3,6 +3,7 @@ their epilogue in whole vectors; checked on the schedules they make (no timing: 
 
 import numpy as np
 import pytest
+from conftest import conv_relu_task
 
 from tuner.schedule.recipes import ONE_VECTOR_ODD, WIDE_VECTORS
 from tuner.schedule.tiles import heuristic_tiles
@@ -49,34 +50,9 @@ def test_only_kernels_with_an_odd_vector_count_get_the_split_in_their_design_spa
 
 
 def _conv_24_task():
-    """A 1x1 NHWC conv 64 -> 24 channels with a bias and ReLU, as one fused kernel (MetaSchedule's task)."""
-    import tvm
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.script import ir as I
-    from tvm.script import relax as R
-
-    from tuner.core.target import resolve_target
-
-    @I.ir_module
-    class Conv:
-        @R.function
-        def main(
-            x: R.Tensor((1, 28, 28, 64), "float32"),
-            w: R.Tensor((24, 1, 1, 64), "float32"),
-            b: R.Tensor((1, 1, 1, 24), "float32"),
-        ):
-            with R.dataflow():
-                y = R.nn.conv2d(x, w, data_layout="NHWC", kernel_layout="OHWI")
-                z = R.nn.relu(R.add(y, b))
-                R.output(z)
-            return z
-
-    seq = [relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), relax.transform.FuseOps()]
-    mod = relax.transform.FuseTIR()(tvm.transform.Sequential(seq)(Conv))
-    target = resolve_target("llvm").tvm_target()
-    (task,) = ms.relax_integration.extract_tasks(mod, target)
-    return task, target
+    """A 1x1 NHWC conv 64 -> 24 channels with a bias and ReLU, as one fused kernel: (task, the host's TVM target)."""
+    task, spec = conv_relu_task((1, 28, 28, 64), (24, 1, 1, 64))
+    return task, spec.tvm_target()
 
 
 def _vector_extents(script: str) -> list[int]:

@@ -119,8 +119,8 @@ SCALAR_INNER = TileRecipe(inner_reductions=False)  # NCHW global means as one sc
 GATHERED_MOVES = TileRecipe(data_movement=False)  # transposes vectorised along the output only, as before 2026-12-06
 FOUR_VECTOR_ODD_ROWS = TileRecipe(odd_rows_one_vector=False)  # AVX2's 7-wide rows as 1 x 4 vectors, before 2026-12-07
 UNSHARED_ROWS = TileRecipe(rows_share_inputs=False)  # AVX2 rows along any axis (Winograd's eps, nu), before 2026-12-07
-ONE_VECTOR_ODD = TileRecipe(odd_vector_blocks=False)  # AVX2: 24 or 72 channels as 1 vector x 8 rows, before 2026-12-08
-WIDE_VECTORS = TileRecipe(split_wide_vectors=False)  # 24-float epilogue vectors left to LLVM, before 2026-12-08
+ONE_VECTOR_ODD = TileRecipe(odd_vector_blocks=False)  # AVX2: 24 or 72 channels as 1 vector x 8 rows, until 2026-12-07
+WIDE_VECTORS = TileRecipe(split_wide_vectors=False)  # 24-float epilogue vectors left to LLVM, until 2026-12-07
 EARLIER_RECIPES = {
     "4-row tiles": FOUR_ROW_TILES,
     "spatial-64": SPATIAL_64,

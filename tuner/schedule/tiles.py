@@ -69,7 +69,7 @@ def heuristic_tiles(
             if (rows_one := _divisor_at_most(extents[row_axes[0]], one_vector_rows)) > first_cap:
                 block.update({k: 1 for k in row_axes})
                 block[row_axes[0]], block[last], rows = rows_one, 1, rows_one
-        grow = block.get(last, 1) <= recipe.max_vectors  # not past an odd block of 3 vectors
+        grow = block.get(last, 1) <= recipe.max_vectors  # an odd block of 3 or 5 vectors stays as it is
         if grow and recipe.grow_vectors and rows <= max_rows // 2 and inner[last] == lanes and len(spatial) > 1:
             # few rows (508 = 4 x 127): more vectors side by side keep more accumulators in flight; each vector
             # column needs rows accumulators and one weight register

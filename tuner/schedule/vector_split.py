@@ -30,10 +30,7 @@ def may_need_split(func, lanes: int) -> bool:
 
     shapes = buffer_shapes(kernel_script(func))
     inner = shapes[-1][-1] if shapes and shapes[-1] else None
-    if not isinstance(inner, int) or inner % lanes:
-        return False
-    parts = inner // lanes
-    return parts & (parts - 1) != 0
+    return isinstance(inner, int) and wide_vector_parts(inner, lanes) > 0
 
 
 def split_wide_vectors(sch, lanes: int) -> bool:
