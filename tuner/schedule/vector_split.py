@@ -4,9 +4,10 @@ MetaSchedule's `RewriteParallelVectorizeUnroll` fuses a block's innermost loops 
 maximum extent. Behind a register block three vectors wide (24 floats on AVX2) that makes the epilogue (bias,
 residual, activation) one `<24 x float>` operation, which LLVM legalises lane by lane (`vinsertps`, the
 accumulators spilled to the stack): a 4 x 3 matmul block ran 4.7x slower than 4 x 2, a 64 -> 24 conv's 6x
-slower than with the split (docs/performance.md, "Odd vector counts on AVX2"). Here such a loop becomes an unrolled loop over
-whole vectors, each of the target's lanes. As a post-processor of the default schedule's design space it is part
-of every candidate the tuner measures, and its steps are recorded in the trace a tuning record replays.
+slower than with the split (docs/performance.md, "Odd vector counts on AVX2"). Here such a loop becomes an
+unrolled loop over whole vectors, each of the target's lanes. As a post-processor of the default schedule's design
+space it is part of every candidate the tuner measures, and its steps are recorded in the trace a tuning record
+replays.
 """
 
 from __future__ import annotations
