@@ -196,6 +196,12 @@ def test_run_profile_shows_kernels_and_onnxruntime_nodes(cnn_package, cnn):
     assert attributed + sum(n["ms"] for n in prof["onnxruntime_unattributed"]) == pytest.approx(
         sum(n["ms"] for n in prof["onnxruntime"])
     )
+    # lever 5 of issue 39: each conv's GFLOP/s from the FLOPs the manifest carries, against the CPU's peak
+    assert prof["peak_gflops"] > 1 and "FMA loop" in prof["peak_how"]
+    for k in convs:
+        flops = manifest["kernel_flops"][k["name"]]
+        assert k["gflops"] == pytest.approx(flops * k["calls"] / (k["ms"] * 1e6))
+        assert k["of_peak"] == pytest.approx(k["gflops"] / prof["peak_gflops"])
 
 
 def test_info_describes_a_package_without_loading_it(tuned_mlp):

@@ -55,6 +55,13 @@ def test_tasks_carry_their_time_in_the_model(tuned):
         if task["trials"] and not task["skipped"]:
             assert task["default_ms"] > 0 and task["in_model_factor"] > 0 and task["estimate_ms"] > 0
     assert sum(by_task.values()) == pytest.approx(profile["kernels_ms"])
+    # the default rank (headroom) measured this CPU's peak: each task's floor is its FLOPs x calls at that peak
+    assert profile["peak_gflops"] > 1 and "FMA loop" in profile["peak_how"]
+    for task in summary["tasks"]:
+        floor = task["flops"] * task["weight"] / profile["peak_gflops"] / 1e6
+        assert task["floor_ms"] == pytest.approx(floor) and task["peak_share"] == pytest.approx(
+            floor / task["model_ms"]
+        )
 
 
 @pytest.mark.slow
@@ -392,6 +399,37 @@ def test_ranking_follows_the_in_model_profile():
     assert [st.name for _, st in heaviest_first(states(False))] == ["conv_alone", "conv_warm", "conv_in_model"]
 
 
+def test_ranking_spends_the_budget_above_the_compute_floor():
+    """With the CPU's peak known, a kernel ranks by its in-model time above its compute floor: a 1x1 conv at 90%
+    of peak yields to a depthwise conv at 40% that takes half as long; a kernel whose FLOP count puts its floor
+    above its time (an estimate) still ranks by a tenth of its time; without floors, time in the model decides."""
+    from tuner.tuning.knobs import Knobs
+    from tuner.tuning.priority import above_floor, gainable, heaviest_first, where_time_goes
+    from tuner.tuning.state import TaskState
+
+    def states(floors: bool):
+        rows = [("conv1x1_near_peak", 2.0, 1.8), ("depthwise_far", 1.0, 0.4), ("floor_overestimated", 1.5, 2.0)]
+        made = []
+        for name, ms, floor in rows:
+            st = TaskState(name, 1e9, 1, name, trials=1, best_ms=ms, default_ms=ms, model_ms=ms)
+            st.floor_ms = floor if floors else None
+            made.append((None, st))
+        return made
+
+    knobs = Knobs(tasks_per_round=3)
+    order = ["depthwise_far", "conv1x1_near_peak", "floor_overestimated"]  # 0.6, 0.2, 0.15 ms above the floor
+    assert [st.name for _, st in where_time_goes(states(True), knobs)] == order
+    assert [st.name for _, st in heaviest_first(states(True))] == order
+    plain = ["conv1x1_near_peak", "floor_overestimated", "depthwise_far"]
+    assert [st.name for _, st in where_time_goes(states(False), knobs)] == plain
+    assert [st.name for _, st in heaviest_first(states(False))] == plain
+    assert gainable(1.5, 2.0, 0.1) == pytest.approx(0.15) and gainable(1.5, None, 0.1) == 1.5
+    assert above_floor([st for _, st in states(True)]) == pytest.approx((0.8, 4.5))
+    assert above_floor([st for _, st in states(False)]) is None
+    near = states(True)[0][1]
+    assert near.peak_share == pytest.approx(0.9) and near.to_json()["floor_ms"] == 1.8
+
+
 def test_profile_attributes_calls_to_workloads_and_calibrates(mlp):
     """Real TVM: every kernel of a lowered model hashes to the workload MetaSchedule's task extraction gives it
     (so a profiled call finds its task); packed kernels (`_prepacked`) count as theirs, the VM's own calls apart;
@@ -485,3 +523,25 @@ def test_a_task_whose_search_makes_nothing_does_not_end_the_tuning(monkeypatch):
     assert pool.exhausted and not conv.exhausted
     conv.exhausted = True
     assert where_time_goes(run.tunable, knobs) == []
+
+
+def test_a_tuned_package_slower_than_its_default_build_ships_the_default(tuned, mlp, tmp_path, monkeypatch):
+    """The model-level check after the per-kernel one: when the whole tuned package times clearly slower than the
+    default build (p10-p90 ranges apart), tune-model writes the default build instead, says so, and times and
+    verifies what it wrote. Forced here (a real slowdown cannot be made on demand); the rest is real."""
+    from tuner import api
+    from tuner.commands import tuned_package
+    from tuner.core.stats import compare_latency
+    from tuner.runtime import load
+
+    assert tuned_package.clearly_slower(compare_latency([1.2, 1.21, 1.22], [1.0, 1.01, 1.02]))
+    assert not tuned_package.clearly_slower(compare_latency([1.0, 1.3, 1.5], [1.0, 1.1, 1.2]))  # overlapping
+    assert not tuned_package.clearly_slower(compare_latency([1.0, 1.01], [1.2, 1.21]))  # faster
+    _, db, _ = tuned
+    mine = str(tmp_path / "db")
+    shutil.copytree(db, mine)
+    monkeypatch.setattr(tuned_package, "clearly_slower", lambda vs_untuned: True)
+    out = str(tmp_path / "m.ftpkg")
+    summary = api.tune(mlp, out, target="llvm", trials=16, db=mine, resume=True, shapes={"x": (16, 32)})
+    assert summary["withdrawn"]["tuned"] > 0 and summary["applied"] == 0 and summary["verify"]["ok"]
+    assert load(out).manifest.get("tuning_db") is None

@@ -27,7 +27,7 @@ def tune(
     cost_model: str = "xgb",
     search: str = "evolutionary",
     measure_cache: str = "warm",
-    rank: str = "model",
+    rank: str = "headroom",
     space: str = "template",
     trials_per_iter: int | None = None,
     seed: int | None = None,

@@ -302,6 +302,7 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "precision": p.precision,
         "kernels": result.num_kernels,
         "kernel_names": [k.kernel for k in result.kernels],
+        "kernel_flops": kernel_flops(result.fused_mod),
         "memory": memory_footprint(result.fused_mod, result.target.tvm_target()),
         "tuning_db": result.db_info,
         "cuda_graph_regions": cuda_graph_calls(result.executable) if result.target.is_gpu else None,
@@ -310,6 +311,15 @@ def manifest_for(result: BuildResult, build_seconds: float) -> dict:
         "build_seconds": round(build_seconds, 3),
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def kernel_flops(fused_mod) -> dict[str, float]:
+    """{kernel: FLOPs of one call} by TVM's estimator, for the kernels it can count: `run --profile` turns them
+    into GFLOP/s against the CPU's peak."""
+    from tuner.core.ir import flops, primfuncs
+
+    counted = {name: flops(f) for name, f in primfuncs(fused_mod).items()}
+    return {name: n for name, n in sorted(counted.items()) if n > 0}
 
 
 def write_build(result: BuildResult, output: str, build_seconds: float) -> dict:

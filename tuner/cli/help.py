@@ -46,9 +46,10 @@ MEASURE_CACHE = (
     "them (see docs/performance.md: on light ResNet-50 it did not make the tuned model faster)"
 )
 RANK = (
-    "CPU: how the budget is shared among kernels. model (default): by each kernel's time in the model, from the "
-    "default build profiled with the model's own weights before tuning; alone: by its isolated time x calls "
-    "(MetaSchedule's random-data measurements)"
+    "CPU: how the budget is shared among kernels. headroom (default): by each kernel's time in the model above its "
+    "compute floor (its FLOPs at this CPU's measured peak), so kernels already near the peak get little; model: "
+    "by its time in the model, from the default build profiled with the model's own weights before tuning; "
+    "alone: by its isolated time x calls (MetaSchedule's random-data measurements)"
 )
 SPACE = (
     "CPU: the design space searched. template (default): the default schedule's own space first (its rules in its "

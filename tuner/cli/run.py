@@ -139,7 +139,9 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
     with_ov = "openvino" in prof
     t = Table(title="where the package's time goes (per run)", title_justify="left")
     columns = ["kernel"] if not labelled else ["ONNX ops", "first ONNX node"] + (["TVM kernel"] if verbose else [])
-    columns += ["calls", "ms", "share"] + (["ORT ms", "× ORT"] if with_ort else [])
+    with_peak = "peak_gflops" in prof
+    columns += ["calls", "ms", "share"] + (["GFLOP/s", "of peak"] if with_peak else [])
+    columns += ["ORT ms", "× ORT"] if with_ort else []
     columns += ["OV ms", "× OV"] if with_ov else []
     for col in columns:
         t.add_column(col, justify="left" if col in ("kernel", "ONNX ops", "first ONNX node", "TVM kernel") else "right")
@@ -150,6 +152,8 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
         else:
             name = [r["name"]]
         row = [*name, str(r["calls"]), f"{r['ms']:.3f}", f"{100 * r['share']:.1f}%"]
+        if with_peak:
+            row += [f"{r['gflops']:.1f}", f"{r['of_peak']:.0%}"] if "gflops" in r else ["—", "—"]
         if with_ort:
             ort = r.get("onnxruntime_ms")
             row += [f"{ort:.3f}" if ort else "—", f"{r['ms'] / ort:.2f}" if ort else "—"]
@@ -158,6 +162,10 @@ def _profile_tables(con, prof, top: int, verbose: bool = False) -> None:
             row += [f"{ov:.3f}" if ov else "—", f"{r['ms'] / ov:.2f}" if ov else "—"]
         t.add_row(*row)
     con.print(t)
+    if with_peak:
+        con.print(
+            f"of peak: GFLOP/s over this CPU's float32 peak, {prof['peak_gflops']:.0f} GFLOP/s ({prof['peak_how']})"
+        )
     if len(prof["kernels"]) > top:
         con.print(f"(+{len(prof['kernels']) - top} more kernels; --top N shows more)")
     unattributed = prof.get("onnxruntime_unattributed") or []

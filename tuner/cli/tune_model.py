@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-model", choices=["xgb", "random"], default="xgb")
     p.add_argument("--search", choices=["evolutionary", "replay-trace"], default="evolutionary")
     p.add_argument("--measure-cache", choices=["warm", "flush"], default="warm", help=H.MEASURE_CACHE)
-    p.add_argument("--rank", choices=["model", "alone"], default="model", help=H.RANK)
+    p.add_argument("--rank", choices=["headroom", "model", "alone"], default="headroom", help=H.RANK)
     p.add_argument("--space", choices=["template", "tvm"], default="template", help=H.SPACE)
     p.add_argument(
         "--trials-per-iter",
@@ -119,8 +119,12 @@ def _task_table(tasks: list[dict], title):
         if profiled
         else "sorted by time per inference (best ms x calls)"
     )
+    peaked = any(s.get("peak_share") is not None for s in tasks)
+    if peaked:
+        caption += "; 'of peak': the default build's in-model speed over this CPU's peak (near 100%: little to gain)"
     t = Table(title=title, title_justify="left", caption=caption)
     extra = ("default in model", "x alone") if profiled else ()
+    extra += ("of peak",) if peaked else ()
     for col in ("task", "MFLOP", "calls", "trials", "best ms", "ms x calls", *extra, "GFLOP/s", "note"):
         t.add_column(col, justify="left" if col in ("task", "note") else "right")
     notes = [s["skipped"] or s.get("note") or "" for s in tasks]
@@ -131,6 +135,7 @@ def _task_table(tasks: list[dict], title):
 
     for s, note in sorted(zip(tasks, notes), key=lambda sn: -heaviness(sn[0])):
         in_model = (_fmt(s.get("model_ms"), "{:.4f}"), _fmt(s.get("in_model_factor"), "{:.2f}")) if profiled else ()
+        in_model += (_fmt(s.get("peak_share"), "{:.0%}"),) if peaked else ()
         t.add_row(
             s["task"],
             f"{s['flops'] / 1e6:.2f}",
@@ -145,6 +150,24 @@ def _task_table(tasks: list[dict], title):
     if shared:
         t.caption += "".join(f"\n(see below): {n}" for n in sorted(shared))
     return t
+
+
+def _records_words(con, summary: dict) -> None:
+    """What the checks after tuning kept out of the package: records slower in the model, or all of them."""
+    left_out = summary.get("records_left_out") or {}
+    if left_out:
+        worst = ", ".join(f"{k} {v['tuned_us']:.0f} vs {v['default_us']:.0f} µs" for k, v in list(left_out.items())[:3])
+        con.print(
+            f"records left out of the package (slower in the model than the default schedule; kept in the "
+            f"database): {len(left_out)}: {worst}" + (" ..." if len(left_out) > 3 else "")
+        )
+    withdrawn = summary.get("withdrawn")
+    if withdrawn:
+        con.print(
+            f"[yellow]tuned records withdrawn:[/] with its {withdrawn['applied']} tuned kernel(s) the package ran "
+            f"{withdrawn['words']} than the default build ({withdrawn['tuned']:.3f} against {withdrawn['untuned']:.3f}"
+            " ms); it holds the default schedules (the records stay in the database)"
+        )
 
 
 def _fmt(v, f):
@@ -185,13 +208,7 @@ def render(summary) -> None:
         )
         + (f"; written by hand: {', '.join(summary['hand_written'])}" if summary.get("hand_written") else "")
     )
-    left_out = summary.get("records_left_out") or {}
-    if left_out:
-        worst = ", ".join(f"{k} {v['tuned_us']:.0f} vs {v['default_us']:.0f} µs" for k, v in list(left_out.items())[:3])
-        con.print(
-            f"records left out of the package (slower in the model than the default schedule; kept in the "
-            f"database): {len(left_out)}: {worst}" + (" ..." if len(left_out) > 3 else "")
-        )
+    _records_words(con, summary)
     lat = summary.get("latency_ms")
     if lat:
         con.print(

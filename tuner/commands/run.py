@@ -157,6 +157,7 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
             }
         )
     out = {"kernels": sorted(kernels, key=lambda r: -r["ms"])}
+    out.update(_against_peak(out["kernels"], model.manifest))
     if not onnx_path:
         return out
     from tuner.plan.attribution import (
@@ -190,6 +191,27 @@ def profile_package(model, feed: dict, onnx_path: str | None) -> dict:
         out["onnxruntime_unattributed"] = unmatched
         out.update(_openvino_by_kernel(out["kernels"], by_kernel, model, feed, onnx_path))
     return out
+
+
+def _against_peak(kernels: list[dict], manifest: dict) -> dict:
+    """Each CPU kernel's GFLOP/s (its FLOPs from the manifest x calls over its time) and its share of this CPU's
+    float32 peak on the package's threads (report/peak.py): near 1, no schedule can do much better; far below, a
+    kernel bound by memory or one with room for tuning. Packages built before the manifest had FLOPs: nothing."""
+    counted = manifest.get("kernel_flops")
+    if not counted or manifest["target"]["kind"] != "llvm":
+        return {}
+    from tuner.core.ir import PACKED
+    from tuner.core.target import TargetSpec
+    from tuner.report.peak import cpu_peak
+
+    t = manifest["target"]
+    peak, how = cpu_peak(TargetSpec(t["kind"], t["config"], t["key"]), int(manifest.get("num_threads") or 1))
+    for r in kernels:
+        n = counted.get(r["name"]) or counted.get(r["name"].removesuffix(PACKED))
+        if n and r["ms"] > 0:
+            r["gflops"] = n * r["calls"] / (r["ms"] * 1e6)
+            r["of_peak"] = r["gflops"] / peak
+    return {"peak_gflops": peak, "peak_how": how}
 
 
 def _openvino_by_kernel(kernels: list[dict], by_kernel: dict, model, feed, onnx_path: str) -> dict:

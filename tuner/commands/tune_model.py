@@ -22,7 +22,7 @@ def knobs_from_options(
     skip=(),
     rpc: str | None = None,
     measure_cache: str = "warm",
-    rank: str = "model",
+    rank: str = "headroom",
     space: str = "template",
     budget_flag: str = "--time-budget",
 ):
@@ -38,7 +38,7 @@ def knobs_from_options(
         ("--cost-model", cost_model, ("xgb", "random")),
         ("--search", search, ("evolutionary", "replay-trace")),
         ("--measure-cache", measure_cache, ("warm", "flush")),
-        ("--rank", rank, ("model", "alone")),
+        ("--rank", rank, ("headroom", "model", "alone")),
         ("--space", space, ("template", "tvm")),
     ):
         if value not in choices:
@@ -125,6 +125,7 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
     verify."""
     from tuner.build.executable import build_lowered, lower_prepared, write_build
     from tuner.commands.tuned_package import (
+        clearly_slower,
         profile_default_build,
         records_checked_in_model,
         summary_of,
@@ -138,8 +139,8 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
         _reference_stage(progress, model, prepared, spec)
     model_key = f"{prepared.name}-{prepared.sha256[:8]}"
     untuned = profile = None
-    if measure_here and not spec.is_gpu and knobs.trials and knobs.rank == "model":  # built after tuning anyway
-        untuned, profile = profile_default_build(lowered, progress)
+    if measure_here and not spec.is_gpu and knobs.trials and knobs.rank != "alone":  # built after tuning anyway
+        untuned, profile = profile_default_build(lowered, progress, spec if knobs.rank == "headroom" else None)
     result = tune(lowered.mod, spec, db_dir, knobs, resume, model_key, strategy.name, progress, warm_from, profile)
     summary = summary_of(model, spec, strategy, prepared, db_dir, result, profile)
     if result.stopped == "interrupted":
@@ -166,6 +167,17 @@ def _tune_pinned(model, output, prepared, spec, strategy, knobs, db_dir, warm_fr
     progress.stage("time", "untuned vs tuned" + (" vs ONNX Runtime, then verify" if verify else ""))
     untuned = untuned or build_lowered(lowered)
     summary.update(time_and_verify(output, untuned, manifest, model if verify else None))
+    if clearly_slower(summary["vs_untuned"]):  # the records together lost in the model: ship the default build
+        lat = summary["latency_ms"]
+        progress.stage(
+            "check",
+            f"tuned {lat['tuned']:.3f} ms against the default build's {lat['untuned']:.3f} ms:"
+            " the package keeps the default schedules (the database keeps the records)",
+        )
+        manifest = write_build(untuned, output, time.perf_counter() - opts["t0"])
+        summary.update(withdrawn={**lat, "words": summary["vs_untuned"]["words"], "applied": summary["applied"]})
+        summary.update(applied=0, default_records=[], records_left_out={})
+        summary.update(time_and_verify(output, untuned, manifest, model if verify else None))
     return summary
 
 

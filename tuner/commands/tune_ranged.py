@@ -38,8 +38,9 @@ def tune_ranged(model, output, prepared, spec, strategy, knobs, db_dir, warm_fro
         ms_logger.setLevel(console_level)
         key = f"{prepared.name}-{prepared.sha256[:8]}-{'-'.join(format_dims(d) for d in pinned.values())}"
         profile = None
-        if opts["measure_here"] and not spec.is_gpu and share.trials and share.rank == "model":
-            untuned[_key(pinned)], profile = profile_default_build(low, progress)
+        if opts["measure_here"] and not spec.is_gpu and share.trials and share.rank != "alone":
+            peak_of = spec if share.rank == "headroom" else None
+            untuned[_key(pinned)], profile = profile_default_build(low, progress, peak_of)
         args = (opts["resume"], key, strategy.name, progress, warm_from, profile)
         results.append(tune(low.mod, spec, db_dir, share, *args))
         if results[-1].stopped == "interrupted":

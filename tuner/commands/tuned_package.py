@@ -4,9 +4,10 @@ and its timing against the untuned build and the peers, then its verification.""
 from __future__ import annotations
 
 
-def profile_default_build(lowered, progress):
+def profile_default_build(lowered, progress, peak_of=None):
     """(the default build, its in-model profile): where the model's time goes before tuning, with its own
-    constants (tuning/model_profile.py), so the budget goes where the latency is."""
+    constants (tuning/model_profile.py), so the budget goes where the latency is. With `peak_of` (a CPU target
+    spec) the profile carries the CPU's compute peak, so the budget goes where latency is above the floor."""
     from tuner.build.executable import build_lowered
     from tuner.runtime.inputs import make_inputs
     from tuner.tuning.model_profile import profile_model
@@ -15,6 +16,10 @@ def profile_default_build(lowered, progress):
     untuned = build_lowered(lowered)
     feed = list(make_inputs(lowered.prepared.input_specs()).values())
     profile = profile_model(lowered.mod, untuned.executable, feed)
+    if peak_of is not None:
+        from tuner.report.peak import cpu_peak
+
+        profile.peak_gflops, profile.peak_how = cpu_peak(peak_of, int(peak_of.config.get("num-cores", 1)))
     progress.stage("profile", profile.words())
     return untuned, profile
 
@@ -33,6 +38,13 @@ def records_checked_in_model(lowered, db_dir, tuned, progress, untuned=None):
         progress.stage("check", f"{len(slower)} tuned kernel(s) ran slower in the model than by default: left out")
         tuned = build_lowered(lowered, db_dir, drop_records=set(slower))
     return tuned, untuned, slower
+
+
+def clearly_slower(vs_untuned: dict) -> bool:
+    """Did the tuned package run slower than the default build beyond the noise: a higher median and p10-p90
+    ranges apart? The in-model check judges each record alone against a 3% margin; small losses it lets through
+    can add up (the recognizer's 5-minute tune: no record left out, the package 5% slower in one run)."""
+    return vs_untuned["ratio"] > 1.0 and not vs_untuned["overlap"]
 
 
 def summary_of(model, spec, strategy, prepared, db_dir, result, profile=None) -> dict:

@@ -53,4 +53,4 @@ def compare_stats(ours: dict, theirs: dict) -> dict:
         words = f"{1 / ratio:.2f}× faster" if ratio < 1 else f"{ratio:.2f}× slower"
         if overlap:
             words += " (noisy: p10-p90 ranges overlap)"
-    return {"ratio": ratio, "within_noise": within_noise, "words": words}
+    return {"ratio": ratio, "within_noise": within_noise, "overlap": overlap, "words": words}

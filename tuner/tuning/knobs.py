@@ -39,10 +39,12 @@ class Knobs:
     # was no faster in the model than one with warm (tuned/untuned 1.03 and 1.02): warm stays the default
     measure_cache: str = "warm"  # warm | flush
     measure_repeats: int = 10  # timed calls per candidate when flushing (one call per flush)
-    # how tasks are ranked for the budget: model (the default build profiled in the model with its own constants,
-    # each task's best record scaled by how much slower the model runs it; tuning/model_profile.py) or alone
-    # (isolated best time x calls, MetaSchedule's view)
-    rank: str = "model"
+    # how tasks are ranked for the budget: headroom (as model, less each kernel's compute floor: its FLOPs at the
+    # CPU's measured peak; priority.gainable), model (the default build profiled in the model with its own
+    # constants, each task's best record scaled by how much slower the model runs it; tuning/model_profile.py) or
+    # alone (isolated best time x calls, MetaSchedule's view)
+    rank: str = "headroom"
+    min_headroom: float = 0.1  # a kernel ranks by at least this share of its time, however near the floor
     # the design space of CPU tasks: template (the default schedule's own space first: the search starts at the
     # default and mutates it; schedule/default_schedule.template_space) or tvm (TVM's llvm space)
     space: str = "template"

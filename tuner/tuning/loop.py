@@ -31,7 +31,14 @@ from tuner.tuning.database import store as D
 from tuner.tuning.database.warm_start import warm_start
 from tuner.tuning.deadline import Deadline
 from tuner.tuning.knobs import UNLIMITED, Knobs, per_iteration
-from tuner.tuning.priority import count_stalls, heaviest_first, holding_time, in_model_estimates, where_time_goes
+from tuner.tuning.priority import (
+    above_floor,
+    count_stalls,
+    heaviest_first,
+    holding_time,
+    in_model_estimates,
+    where_time_goes,
+)
 from tuner.tuning.progress import Progress, RoundStatus, measure_callback
 from tuner.tuning.rpc import runner as make_runner
 from tuner.tuning.search_cost import POPULATIONS, batch_seconds, candidate_seconds
@@ -121,6 +128,7 @@ def _tune_locked(
     states, tunable, shared = _task_states(extracted, db_dir, knobs, manifest, model_key, warm.hashes)
     for st in states if profile is not None else ():
         st.model_ms = profile.ms_by_workload.get(st.workload_hash)
+        st.floor_ms = profile.floor_ms(st.flops * st.weight) if st.flops else None
     tunable = with_design_space(tunable, target_spec, fused_mod, template=knobs.space == "template")
     done_before = sum(st.trials for _, st in tunable) if resume else 0
     budget = max(0, knobs.trials - done_before)
@@ -171,7 +179,7 @@ def _fit_budget(tunable, budget, knobs):
     """The gradient scheduler first gives every task one iteration, in task order: with a budget smaller than
     that, spend it on the kernels that hold the model's time instead of the first ones."""
     # heaviest first: the scheduler's first pass over the tasks goes in list order, and a time budget may end it
-    ranked = heaviest_first(tunable)
+    ranked = heaviest_first(tunable, knobs.min_headroom)
     fits = max(1, budget // knobs.num_trials_per_iter)
     if not budget or len(ranked) <= fits:
         return ranked
@@ -221,6 +229,12 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
         spent = seed_defaults(run, target_spec, budget, builder, runner, progress)
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
+    if ceiling := above_floor(run.states):
+        progress.stage(
+            "headroom",
+            f"{ceiling[0]:.2f} ms of the kernels' {ceiling[1]:.2f} ms in the model is above"
+            " their compute floor (FLOPs at the measured peak): the most tuning can take",
+        )
     progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))
     progress.begin(_status(run, spent, budget))
     try:

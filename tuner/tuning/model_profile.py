@@ -28,6 +28,9 @@ class ModelProfile:
     kernels_by_workload: dict[str, list[str]] = field(default_factory=dict)
     other_ms: float = 0.0
     profiled_ms: float | None = None  # the hook's own total before calibration (see `calibrated`)
+    # the CPU's float32 peak on the model's threads (report/peak.cpu_peak), for each kernel's compute floor
+    peak_gflops: float | None = None
+    peak_how: str | None = None
 
     @property
     def kernels_ms(self) -> float:
@@ -46,7 +49,12 @@ class ModelProfile:
     def words(self) -> str:
         """ "52.4 ms per inference (VM's own calls 1.0 ms); most in conv2d_winograd31 12%, ..." """
         most = ", ".join(f"{name} {share:.0%}" for name, _, share in self.heaviest())
-        return f"{self.total_ms:.2f} ms per inference (the VM's own calls {self.other_ms:.2f} ms); most in {most}"
+        peak = f"; compute peak {self.peak_gflops:.0f} GFLOP/s" if self.peak_gflops else ""
+        return f"{self.total_ms:.2f} ms per inference (the VM's own calls {self.other_ms:.2f} ms); most in {most}{peak}"
+
+    def floor_ms(self, flops: float) -> float | None:
+        """The least time `flops` can take at the measured peak; None without a peak."""
+        return flops / self.peak_gflops / 1e6 if self.peak_gflops else None
 
     def to_json(self, states=()) -> dict:
         """The profile for tune-model's --json: totals and each task's in-model time, heaviest first."""
@@ -57,6 +65,8 @@ class ModelProfile:
             "kernels_ms": self.kernels_ms,
             "vm_calls_ms": self.other_ms,
             "profiled_ms": self.profiled_ms,
+            "peak_gflops": self.peak_gflops,
+            "peak_how": self.peak_how,
             "tasks": [
                 {"task": names.get(h), "kernels": self.kernels_by_workload[h], "ms": ms, "share": ms / self.total_ms}
                 for h, ms in rows

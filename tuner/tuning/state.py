@@ -24,6 +24,7 @@ class TaskState:
     model_ms: float | None = None  # its kernels' time in one inference of the default build (model_profile.py)
     default_ms: float | None = None  # its default schedule's time alone (the seed record), when seeded this run
     estimate_ms: float | None = None  # its share of the model's latency now (priority.in_model_estimates)
+    floor_ms: float | None = None  # its FLOPs x calls at the CPU's measured peak: no schedule runs it faster
 
     @property
     def in_model_factor(self) -> float | None:
@@ -32,6 +33,14 @@ class TaskState:
         if self.model_ms is None or not self.default_ms:
             return None
         return self.model_ms / (self.default_ms * self.weight)
+
+    @property
+    def peak_share(self) -> float | None:
+        """How close the default build ran this kernel to the compute peak in the model (its floor over its
+        in-model time): 0.9 leaves tuning a tenth of its time at most."""
+        if self.floor_ms is None or not self.model_ms:
+            return None
+        return self.floor_ms / self.model_ms
 
     @property
     def gflops(self) -> float | None:
@@ -52,6 +61,8 @@ class TaskState:
             "default_ms": self.default_ms,
             "in_model_factor": self.in_model_factor,
             "estimate_ms": self.estimate_ms,
+            "floor_ms": self.floor_ms,
+            "peak_share": self.peak_share,
         }
 
 
