@@ -180,7 +180,9 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(tuned, mlp, tmp_p
     # schedules: none for this CPU; profile: the default build in the model, then its words; "check" only when a
     # tuned record ran slower in the model than its default (timing: it appeared on a busy host) and "seed" only
     # for seeds re-timed, so both are left out of the comparison
-    expected = ["import", "schedules", "reference", "profile", "profile", "tune", "round", "build", "time"]
+    # neighbours: the default's recipe neighbours measured before the search; headroom: the time above the floors
+    expected = ["import", "schedules", "reference", "profile", "profile", "neighbours", "headroom", "tune", "round"]
+    expected += ["build", "time"]
     assert [s for s in stages if s not in ("seed", "check")] == expected, r.stdout
     rounds = [x for x in lines if "] round:" in x]
     assert "ONNX Runtime" in lines[2] and "8/8 trials" in rounds[0] and "in-model estimate" in rounds[0]

@@ -4,7 +4,7 @@ ones (`EARLIER_RECIPES`), each a lever measured side by side by `scripts/bench_l
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -142,4 +142,22 @@ EARLIER_RECIPES = {
     "unshared rows": UNSHARED_ROWS,
     "one-vector odd blocks": ONE_VECTOR_ODD,
     "wide vectors": WIDE_VECTORS,
+}
+
+# The template's knobs, one moved at a time from `RECIPE`: the default schedule's neighbours, each a whole schedule
+# by the same rules (vectors of full lanes, blocks that fit the registers), measured per kernel before the search
+# (tuning/neighbours.py). Mutating the default's tile sizes at random mostly breaks its vectors: a Winograd conv's
+# 97 candidates in a 5-minute tune ran at a median 4x the default, and no record beat it.
+NEIGHBOURS = {
+    "4-row blocks": replace(RECIPE, max_rows=4),
+    "one vector wide": replace(RECIPE, max_vectors=1),
+    "up to 4 vectors": replace(RECIPE, max_vectors=4, grow_vectors=True),
+    "rows outermost": replace(RECIPE, weights_outer=False),
+    "weights outermost": replace(RECIPE, weights_outer_bytes=0),
+    "2 jobs per core": replace(RECIPE, jobs_per_core=2, weights_outer_bytes=0),
+    "16 jobs per core": replace(RECIPE, jobs_per_core=16, weights_outer_bytes=0),
+    "unroll 16": replace(RECIPE, unroll=16),
+    "unroll 512": replace(RECIPE, unroll=512),
+    "no L1 alias cap": replace(RECIPE, alias_rows=False),
+    "epilogue apart": replace(RECIPE, fuse_epilogue=False),
 }

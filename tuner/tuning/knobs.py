@@ -48,6 +48,9 @@ class Knobs:
     # the design space of CPU tasks: template (the default schedule's own space first: the search starts at the
     # default and mutates it; schedule/default_schedule.template_space) or tvm (TVM's llvm space)
     space: str = "template"
+    # before the search, the default schedule's neighbours (its recipe's knobs moved one at a time) measured for the
+    # kernels with the most time above their floor (tuning/neighbours.py)
+    neighbours: bool = True
     rpc: str | None = None  # TRACKER_HOST:PORT:KEY: measure on remote devices (a GPU box) instead of here
 
 

@@ -31,6 +31,7 @@ from tuner.tuning.database import store as D
 from tuner.tuning.database.warm_start import warm_start
 from tuner.tuning.deadline import Deadline
 from tuner.tuning.knobs import UNLIMITED, Knobs, per_iteration
+from tuner.tuning.neighbours import measure_neighbours
 from tuner.tuning.priority import (
     above_floor,
     count_stalls,
@@ -227,12 +228,15 @@ def _rounds(run: _Run, target_spec, budget, progress) -> tuple[int, str]:
         return spent, "nothing-to-do"
     if not target_spec.is_gpu:  # the default schedule as each task's first record (measured), in seconds
         spent = seed_defaults(run, target_spec, budget, builder, runner, progress)
+        if knobs.neighbours and knobs.space == "template" and spent < budget:
+            spent += measure_neighbours(run, target_spec, budget - spent, builder, runner, progress)
+            refresh(run.states, db_dir)
     console_level = logging.getLogger("tvm.s_tir.meta_schedule").level  # before MetaSchedule reconfigures it
     trials = f", {budget} trials" if budget < UNLIMITED else ""
     if ceiling := above_floor(run.states):
         progress.stage(
             "headroom",
-            f"{ceiling[0]:.2f} ms of the kernels' {ceiling[1]:.2f} ms in the model is above"
+            f"{ceiling[0]:.3g} ms of the kernels' {ceiling[1]:.3g} ms in the model is above"
             " their compute floor (FLOPs at the measured peak): the most tuning can take",
         )
     progress.stage("tune", f"{len(run.tunable)} kernels{trials}" + _time_words(knobs))

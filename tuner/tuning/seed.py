@@ -77,8 +77,6 @@ def remeasure_suspect_seeds(seeded, target_spec, db, builder, runner) -> list:
 
 
 def _seed_chunk(tunable, target_spec, db, builder, runner) -> int:
-    from tvm.s_tir import meta_schedule as ms
-
     target = target_spec.tvm_target()
     lanes = vector_lanes(target_spec)
     todo = []
@@ -86,8 +84,17 @@ def _seed_chunk(tunable, target_spec, db, builder, runner) -> int:
         sch = heuristic_schedule(task.dispatched[0]["main"], target, lanes)
         if sch is not None:
             todo.append((task, sch))
+    return measure_schedules(todo, target_spec, db, builder, runner)
+
+
+def measure_schedules(todo, target_spec, db, builder, runner) -> int:
+    """Build and run each (task, schedule) of `todo` with the tuner's builder and runner and commit the measured
+    ones as records of their tasks' workloads; returns how many were committed."""
+    from tvm.s_tir import meta_schedule as ms
+
     if not todo:
         return 0
+    target = target_spec.tvm_target()
     built = builder.build([ms.builder.BuilderInput(sch.mod, target) for _, sch in todo])
     ok = [(task, sch, b) for (task, sch), b in zip(todo, built) if b.error_msg is None]
     args = [ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True) for _, sch, _ in ok]
