@@ -472,8 +472,11 @@ def test_seeding_goes_heaviest_first_and_stops_at_the_time_budget(monkeypatch):
         return len(chunk)
 
     monkeypatch.setattr(seed, "_seed_chunk", measure)
-    states = [SimpleNamespace(name=f"k{i}", trials=0, flops=float(i), weight=1, model_ms=None) for i in range(20)]
-    tried = SimpleNamespace(name="tried", trials=3, flops=1e9, weight=1, model_ms=None)
+    states = [
+        SimpleNamespace(name=f"k{i}", trials=0, flops=float(i), weight=1, model_ms=None, floor_ms=None)
+        for i in range(20)
+    ]
+    tried = SimpleNamespace(name="tried", trials=3, flops=1e9, weight=1, model_ms=None, floor_ms=None)
     tunable = [(None, st) for st in [*states, tried]]
     assert seed.seed_records(tunable, None, None, None, None) == 20
     assert chunks[0] == [f"k{i}" for i in range(19, 11, -1)] and len(chunks) == 3  # tried tasks are not seeded

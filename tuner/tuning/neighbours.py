@@ -49,6 +49,9 @@ def measure_neighbours(run, target_spec, budget: int, builder, runner, progress)
     """Measure the neighbours of the default schedule of the `MAX_TASKS` tunable tasks (of `run`, a loop._Run)
     with the most in-model time above their compute floor, within `SHARE` of the `budget` trials left and of the
     time budget; returns the trials spent."""
+    until = run.start + run.knobs.time_budget_s * SHARE if run.knobs.time_budget_s else None
+    if until is not None and time.time() >= until:  # the seeds took the share already: the search gets the rest
+        return 0
     target, lanes = target_spec.tvm_target(), vector_lanes(target_spec)
     todo = []
     for task, _ in heaviest_first(run.tunable, run.knobs.min_headroom)[:MAX_TASKS]:
@@ -58,7 +61,6 @@ def measure_neighbours(run, target_spec, budget: int, builder, runner, progress)
         return 0
     kernels = len({id(task) for task, _ in todo})
     progress.stage("neighbours", f"{len(todo)} schedules one knob from the default, of {kernels} kernel(s)")
-    until = run.start + run.knobs.time_budget_s * SHARE if run.knobs.time_budget_s else None
     spent, took = 0, 0.0
     for start in range(0, len(todo), SEED_CHUNK):
         if start and until is not None and time.time() + took >= until:
