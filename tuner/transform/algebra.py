@@ -5,6 +5,7 @@
     Relax, before fusion:  [FoldConstant -> FoldBatchnormToConv2D -> FoldConstant, where a batch_norm is left]
                            -> drop_dropout -> SumToAdd -> one_hot_matmul_as_take (tuner/one_hot.py)
                            -> fold_attention_scale (tuner/transform/attention_scale.py)
+                           -> residual_into_epilogue (tuner/transform/residual_epilogue.py)
 
 Batch-norm folded into the convolution's weights and bias leaves one add per output element where the decomposed
 form computes subtract, divide, multiply and add (ResNet-50-class CNNs: 53 of them). The first FoldConstant is
@@ -21,6 +22,8 @@ only become constants after folding.
 """
 
 from __future__ import annotations
+
+from tuner.transform.dataflow_facts import same_shape
 
 
 def GraphAlgebra():  # noqa: N802  (a pass, named as TVM names its passes)
@@ -42,8 +45,9 @@ def graph_algebra(mod):
         mod = tvm.transform.Sequential(seq)(mod)
     from tuner.transform.attention_scale import fold_attention_scale
     from tuner.transform.one_hot import one_hot_matmul_as_take
+    from tuner.transform.residual_epilogue import residual_into_epilogue
 
-    return fold_attention_scale(one_hot_matmul_as_take(sum_to_add(drop_dropout(mod))))
+    return residual_into_epilogue(fold_attention_scale(one_hot_matmul_as_take(sum_to_add(drop_dropout(mod)))))
 
 
 def drop_dropout(mod):
@@ -97,7 +101,7 @@ def sum_to_add(mod):
         if not isinstance(items, relax.Tuple) or len(items.fields) < 2:
             return expr
         fields = list(items.fields)
-        if not all(_same_shape(f, expr) for f in fields):
+        if not all(same_shape(f, expr) for f in fields):
             return expr  # operands that broadcast against each other (or shapes unknown): keep the stack
         out = fields[0]
         for f in fields[1:]:
@@ -121,27 +125,6 @@ def _through_same_shape_broadcast(expr):
 
     if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.broadcast_to":
         inner = expr.args[0]
-        if _same_shape(inner, expr):
+        if same_shape(inner, expr):
             return inner
     return expr
-
-
-def _same_shape(a, b) -> bool:
-    """Both shapes known and provably equal; symbolic dimensions compare by variable (a dim `n` equals `n`)."""
-    sa, sb = _shape_values(a), _shape_values(b)
-    if sa is None or sb is None or len(sa) != len(sb):
-        return False
-    from tvm.sym.analyzer import Analyzer
-
-    analyzer = Analyzer()
-    return all(analyzer.can_prove_equal(x, y) for x, y in zip(sa, sb))
-
-
-def _shape_values(expr):
-    from tvm import relax
-
-    ty = getattr(expr, "ty", None)  # TVM 0.27's struct info; a matched Call may not be normalized yet
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    values = getattr(ty.shape, "values", None)  # a ShapeExpr; a shape held in a variable has none
-    return None if values is None else list(values)

@@ -66,3 +66,26 @@ def out_dtype(call) -> str:
     """A conv call's result dtype: its out_dtype, else its input's."""
     dtype = call.attrs.out_dtype  # None, "" or "void" when the conv keeps its input's dtype
     return str(dtype) if dtype is not None and str(dtype) not in ("", "void") else str(call.args[0].ty.dtype)
+
+
+def same_shape(a, b) -> bool:
+    """Both shapes known and provably equal; symbolic dimensions compare by variable (a dim `n` equals `n`)."""
+    sa, sb = shape_values(a), shape_values(b)
+    if sa is None or sb is None or len(sa) != len(sb):
+        return False
+    from tvm.sym.analyzer import Analyzer
+
+    analyzer = Analyzer()
+    return all(analyzer.can_prove_equal(x, y) for x, y in zip(sa, sb))
+
+
+def shape_values(expr) -> list | None:
+    """The dimensions of a tensor expression (integers or symbolic expressions), or None when its shape is not a
+    known list (a shape held in a variable, an unnormalized call)."""
+    from tvm import relax
+
+    ty = getattr(expr, "ty", None)  # TVM 0.27's struct info; a matched Call may not be normalized yet
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    values = getattr(ty.shape, "values", None)  # a ShapeExpr; a shape held in a variable has none
+    return None if values is None else list(values)
