@@ -461,6 +461,9 @@ def test_profile_attributes_calls_to_workloads_and_calibrates(mlp):
     profile = calibrated(profile, 0.02)  # the hook's gaps doubled the run
     assert profile.total_ms == pytest.approx(0.02) and profile.ms_by_workload[hashes[name]] == pytest.approx(0.015)
     assert profile.profiled_ms == pytest.approx(0.04)
+    profile = calibrated(attribute(calls, hashes), 0.05)  # ran slower than profiled: the gaps are the VM's own
+    assert profile.total_ms == pytest.approx(0.05) and profile.ms_by_workload[hashes[name]] == pytest.approx(0.03)
+    assert profile.other_ms == pytest.approx(0.02)
 
 
 def test_rounds_move_on_from_stalled_tasks():
