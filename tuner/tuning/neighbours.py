@@ -45,6 +45,13 @@ def neighbour_schedules(func, target, lanes: int) -> list[tuple[str, object]]:
     return out
 
 
+def neighbour_tasks(tunable, min_headroom: float) -> list:
+    """The (task, state) pairs whose neighbours are measured: the `MAX_TASKS` with the most time above their floor
+    among those whose only record is their seed. A task with more was searched before (a resumed run, or a warm
+    start whose library holds its records): its neighbours are in the database already, or beaten."""
+    return [ts for ts in heaviest_first(tunable, min_headroom) if ts[1].trials <= 1][:MAX_TASKS]
+
+
 def measure_neighbours(run, target_spec, budget: int, builder, runner, progress) -> int:
     """Measure the neighbours of the default schedule of the `MAX_TASKS` tunable tasks (of `run`, a loop._Run)
     with the most in-model time above their compute floor, within `SHARE` of the `budget` trials left and of the
@@ -54,7 +61,7 @@ def measure_neighbours(run, target_spec, budget: int, builder, runner, progress)
         return 0
     target, lanes = target_spec.tvm_target(), vector_lanes(target_spec)
     todo = []
-    for task, _ in heaviest_first(run.tunable, run.knobs.min_headroom)[:MAX_TASKS]:
+    for task, _ in neighbour_tasks(run.tunable, run.knobs.min_headroom):
         todo += [(task, sch) for _, sch in neighbour_schedules(task.dispatched[0]["main"], target, lanes)]
     todo = todo[: max(1, int(budget * SHARE))]
     if not todo:
