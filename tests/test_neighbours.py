@@ -45,16 +45,18 @@ def test_neighbours_are_other_programs_that_compute_the_same_and_replay_from_rec
 
 
 def test_neighbours_go_to_the_heaviest_kernels_whose_only_record_is_their_seed():
-    """A resumed run does not measure again the neighbours its first run committed: kernels with more than their
-    seed were searched already."""
+    """A resumed run does not measure again the neighbours its first run committed: only kernels seeded in this
+    run (a seed measured twice, as a disturbed one is, included) get theirs."""
     from types import SimpleNamespace
 
     from tuner.tuning.neighbours import MAX_TASKS, neighbour_tasks
 
-    def state(name, trials, model_ms):
-        return SimpleNamespace(name=name, trials=trials, flops=1e6, weight=1, model_ms=model_ms, floor_ms=0.0)
+    def state(name, trials, model_ms, default_ms):
+        return SimpleNamespace(
+            name=name, trials=trials, flops=1e6, weight=1, model_ms=model_ms, floor_ms=0.0, default_ms=default_ms
+        )
 
-    fresh = [(f"t{i}", state(f"t{i}", 1, float(i))) for i in range(MAX_TASKS + 3)]
-    searched = ("searched", state("searched", 9, 1000.0))
+    fresh = [(f"t{i}", state(f"t{i}", 1 + i % 2, float(i), 0.1)) for i in range(MAX_TASKS + 3)]
+    searched = ("searched", state("searched", 9, 1000.0, None))
     picked = [task for task, _ in neighbour_tasks([searched, *fresh], 0.1)]
     assert picked == [f"t{i}" for i in range(MAX_TASKS + 2, 2, -1)]

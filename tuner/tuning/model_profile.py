@@ -27,6 +27,8 @@ class ModelProfile:
     ms_by_workload: dict[str, float] = field(default_factory=dict)
     kernels_by_workload: dict[str, list[str]] = field(default_factory=dict)
     other_ms: float = 0.0
+    calls_by_workload: dict[str, int] = field(default_factory=dict)  # calls per inference, for `calibrated`
+    other_calls: int = 0
     profiled_ms: float | None = None  # the hook's own total before calibration (see `calibrated`)
     # the CPU's float32 peak on the model's threads (report/peak.cpu_peak), for each kernel's compute floor
     peak_gflops: float | None = None
@@ -106,13 +108,14 @@ def profile_model(mod, executable, feed: list, runs: int = RUNS) -> ModelProfile
 
 
 def calibrated(profile: ModelProfile, latency_ms: float) -> ModelProfile:
-    """The profile made to total the model's latency run without the hook. Profiled slower than the plain run:
-    the hook's Python call and sync between kernels let the thread pool's workers go idle, which the model's own
-    back-to-back run does not (a small CNN profiled at 0.16 ms per inference and ran at 0.09), so every call is
-    scaled alike. Profiled faster: the time between the hook's windows (the VM dispatching its instructions) is
-    the VM's own, not the kernels'; scaling the kernels up by it put the heaviest at 114% of the CPU's peak where
-    `run --profile` measured 86-92%. The ranking needs shares, and the estimate shown beside ONNX Runtime must be
-    a latency."""
+    """The profile made to total the model's latency run without the hook. Profiled slower than the plain run: the
+    hook's Python call and sync around each call let the thread pool's workers go idle, which the model's own
+    back-to-back run does not (a small CNN profiled at 0.16 ms per inference and ran at 0.09). That cost comes per
+    call, so each call gives back an equal share of the difference (never more than `KEEP_AT_LEAST` of its time),
+    then every call is scaled alike to close what is left. Scaling by time alone took the recognizer's heaviest
+    convs down with the small kernels' gaps: they read 101-114% of the CPU's peak where `run --profile` measured
+    86-92%. Profiled faster: the time between the hook's windows (the VM dispatching its instructions) is the VM's
+    own. The ranking needs shares, and the estimate shown beside ONNX Runtime must be a latency."""
     raw = profile.total_ms
     if raw <= 0 or latency_ms <= 0:
         return profile
@@ -120,10 +123,20 @@ def calibrated(profile: ModelProfile, latency_ms: float) -> ModelProfile:
     if latency_ms >= raw:
         profile.other_ms += latency_ms - raw
         return profile
-    scale = latency_ms / raw
-    profile.ms_by_workload = {h: ms * scale for h, ms in profile.ms_by_workload.items()}
-    profile.other_ms *= scale
+    gap = (raw - latency_ms) / max(1, sum(profile.calls_by_workload.values()) + profile.other_calls)
+
+    def less_gaps(ms, calls):
+        return max(ms - calls * gap, KEEP_AT_LEAST * ms)
+
+    kernels = {h: less_gaps(ms, profile.calls_by_workload.get(h, 1)) for h, ms in profile.ms_by_workload.items()}
+    other = less_gaps(profile.other_ms, profile.other_calls)
+    scale = latency_ms / ((sum(kernels.values()) + other) or 1.0)
+    profile.ms_by_workload = {h: ms * scale for h, ms in kernels.items()}
+    profile.other_ms = other * scale
     return profile
+
+
+KEEP_AT_LEAST = 0.25  # of a call's profiled time, whatever the per-call gap
 
 
 def _latency_ms(call, min_runs: int = 10, min_s: float = 0.3) -> float:
@@ -145,11 +158,13 @@ def attribute(calls: dict[str, dict], hashes: dict[str, str]) -> ModelProfile:
     profile = ModelProfile()
     for symbol, row in calls.items():
         name = symbol.removesuffix(PACKED)
-        ms = row["total_us"] / 1e3
+        ms, calls = row["total_us"] / 1e3, int(row.get("calls", 1))
         if name not in hashes:
             profile.other_ms += ms
+            profile.other_calls += calls
             continue
         h = hashes[name]
         profile.ms_by_workload[h] = profile.ms_by_workload.get(h, 0.0) + ms
+        profile.calls_by_workload[h] = profile.calls_by_workload.get(h, 0) + calls
         profile.kernels_by_workload.setdefault(h, []).append(name)
     return profile

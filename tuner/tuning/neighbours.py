@@ -47,9 +47,9 @@ def neighbour_schedules(func, target, lanes: int) -> list[tuple[str, object]]:
 
 def neighbour_tasks(tunable, min_headroom: float) -> list:
     """The (task, state) pairs whose neighbours are measured: the `MAX_TASKS` with the most time above their floor
-    among those whose only record is their seed. A task with more was searched before (a resumed run, or a warm
-    start whose library holds its records): its neighbours are in the database already, or beaten."""
-    return [ts for ts in heaviest_first(tunable, min_headroom) if ts[1].trials <= 1][:MAX_TASKS]
+    among those seeded in this run (`default_ms` set). A task with records from before (a resumed run, or a warm
+    start whose library holds its records) was searched already: its neighbours are in the database, or beaten."""
+    return [ts for ts in heaviest_first(tunable, min_headroom) if ts[1].default_ms is not None][:MAX_TASKS]
 
 
 def measure_neighbours(run, target_spec, budget: int, builder, runner, progress) -> int:
