@@ -50,73 +50,49 @@ def residual_into_epilogue(mod):
             if new is not None:
                 out = out.clone() if out is mod else out
                 out[gv] = new
-    # a read of the add's variable this rewrite does not reach (inside an If's branch) would leave it dangling
-    return out if out is mod or relax.analysis.check_well_formed(out) else mod
+    return out
 
 
 def _rewrite_function(func):
-    """`func` rewritten, or None when it holds no such add. The bindings are rebuilt in order; the reshape after
-    the add gets a variable of its own (named after the Reshape) that every later read of the add's variable is
-    remapped to, so plans and profiles keep the ONNX names where they belong."""
+    """`func` rewritten, or None when it holds no such add. The reshape after the add gets a variable of its own,
+    named after the Reshape, that every later read of the add's variable is remapped to (by TVM's mutator, into
+    any nesting), so plans and profiles keep the ONNX names where they belong."""
     from tvm import relax
+    from tvm.relax import PyExprMutator, expr_functor
 
     bound = {b.var: b.value for block in func.body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)}
     uses = use_counts(func)
-    moved = {}  # the reshape's var -> None (dropped); the add's var -> its new bindings
-    for var, value in bound.items():
-        rewritten = _sunk(var, value, bound, uses)
-        if rewritten is not None:
-            reshaped, bindings = rewritten
-            moved[reshaped] = None
-            moved[var] = bindings
-    if not moved:
+    plans = {var: plan for var, value in bound.items() if (plan := _plan(value, bound, uses)) is not None}
+    if not plans:
         return None
-    renamed = {var: bindings[-1].var for var, bindings in moved.items() if bindings}
-    blocks = []
-    for block in func.body.blocks:
-        bindings = []
-        for b in block.bindings:
-            if isinstance(b, relax.VarBinding) and b.var in moved:
-                bindings += [_renaming(n, renamed) for n in moved[b.var] or []]
-            else:
-                bindings.append(_renaming(b, renamed))
-        kind = relax.DataflowBlock if isinstance(block, relax.DataflowBlock) else relax.BindingBlock
-        blocks.append(kind(bindings))
-    body = relax.SeqExpr(blocks, _substituted(func.body.body, renamed))
-    return _normalized(relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs))
+    dropped = {plan[0] for plan in plans.values()}  # the reshapes before the adds: read by their add only
+
+    @expr_functor.mutator
+    class Sink(PyExprMutator):
+        def visit_var_binding_(self, binding):
+            if binding.var in dropped:
+                return
+            if binding.var not in plans:
+                return super().visit_var_binding_(binding)
+            reshaped, side = plans[binding.var]
+            source, shape = bound[reshaped].args
+            other = self.visit_expr(binding.value.args[1 - side])
+            residual = self.builder_.emit(relax.op.reshape(other, shape_values(source)), reshaped.name)
+            source = self.visit_expr(source)
+            pair = (source, residual) if side == 0 else (residual, source)
+            summed = self.builder_.emit(relax.op.add(*pair), binding.var.name)
+            back = type(binding.var)(reshaped.name, binding.var.ty)  # a Var when the add's result leaves the block
+            self.builder_.emit_normalized(
+                relax.VarBinding(back, self.builder_.normalize(relax.op.reshape(summed, shape)))
+            )
+            self.set_var_remap(binding.var, back)
+
+    return Sink().visit_expr(func)
 
 
-def _renaming(binding, renamed):
-    from tvm import relax
-
-    if not isinstance(binding, relax.VarBinding):
-        return binding
-    return relax.VarBinding(binding.var, _substituted(binding.value, renamed))
-
-
-def _substituted(expr, renamed):
-    """`expr` with the variables of `renamed` replaced (a binding's value reads them as call arguments or tuple
-    fields; deeper nesting does not occur in normalized Relax)."""
-    from tvm import relax
-
-    if isinstance(expr, relax.Var):
-        return renamed.get(expr, expr)
-    if isinstance(expr, relax.Call):
-        args = [_substituted(a, renamed) for a in expr.args]
-        if all(a.same_as(b) for a, b in zip(args, expr.args)):
-            return expr
-        return _normalized(relax.Call(expr.op, args, expr.attrs, expr.ty_args))
-    if isinstance(expr, relax.Tuple):
-        fields = [_substituted(f, renamed) for f in expr.fields]
-        return expr if all(a.same_as(b) for a, b in zip(fields, expr.fields)) else _normalized(relax.Tuple(fields))
-    if isinstance(expr, relax.TupleGetItem):
-        inner = _substituted(expr.tuple_value, renamed)
-        return expr if inner.same_as(expr.tuple_value) else _normalized(relax.TupleGetItem(inner, expr.index))
-    return expr
-
-
-def _sunk(var, value, bound, uses):
-    """(the reshape's var, the bindings replacing `var = add(reshape(a), r)`), or None when the add is not one."""
+def _plan(value, bound, uses):
+    """(the reshape's var, which argument of the add it is) when `value` is `add(reshape(a), r)` as the module's
+    docstring describes, else None."""
     from tvm import relax
 
     if _op(value) != "relax.add" or len(value.args) != 2:
@@ -129,21 +105,8 @@ def _sunk(var, value, bound, uses):
         source = shape_call.args[0]
         if not isinstance(source, relax.Var) or uses.get(source, 0) != 1 or not _from_anchor(source, bound):
             continue
-        source_shape = shape_values(source)
-        if source_shape is None or not same_shape(other, value) or not same_shape(reshaped, value):
-            continue
-        residual = _normalized(relax.op.reshape(other, source_shape))
-        fresh = type(reshaped)  # a DataflowVar inside a dataflow block, as the reshape's was
-        residual_var = fresh(reshaped.name, residual.ty)
-        summed = _normalized(relax.op.add(source, residual_var) if side == 0 else relax.op.add(residual_var, source))
-        summed_var = fresh(var.name, summed.ty)
-        back = _normalized(relax.op.reshape(summed_var, shape_call.args[1]))
-        back_var = type(var)(reshaped.name, var.ty)  # the reshape, now after the add: later reads remapped to it
-        return reshaped, [
-            relax.VarBinding(residual_var, residual),
-            relax.VarBinding(summed_var, summed),
-            relax.VarBinding(back_var, back),
-        ]
+        if shape_values(source) is not None and same_shape(other, value) and same_shape(reshaped, value):
+            return reshaped, side
     return None
 
 
@@ -170,10 +133,3 @@ def _op(value) -> str:
     from tvm import relax
 
     return getattr(value.op, "name", "") if isinstance(value, relax.Call) else ""
-
-
-def _normalized(expr):
-    """`expr` with its type filled in (its arguments are variables that have theirs)."""
-    from tvm import relax
-
-    return relax.BlockBuilder().normalize(expr)
