@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tuner.core.errors import TunerError
 from tuner.core.ir import kernel_scripts, kernel_sites, memory_footprint
-from tuner.core.target import TargetSpec, host_cpu_name
+from tuner.core.target import TargetSpec, host_cpu_name, vector_lanes
 from tuner.frontend.onnx_model import PreparedModel
 from tuner.fusion import FusionStrategy
 from tuner.pipeline import lower
@@ -93,8 +93,11 @@ def lower_prepared(
     sink_transposes: bool = True,
     pad_channels: bool = True,
     winograd: bool = True,
+    pad_blocks: bool = True,
 ) -> Lowered:
     from tuner.pipeline import import_for
+    from tuner.schedule.padded_blocks import PadRegisterBlocks, padded_kernels, padding_note
+    from tuner.schedule.tiles import registers_for
     from tuner.transform.layout import layout_after_fallback, layout_fallback, resolve_layout
 
     layout = resolve_layout(layout, target_spec)
@@ -104,7 +107,12 @@ def lower_prepared(
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
     levers.update(pad_channels=pad_channels, winograd=winograd)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
+    if pad_blocks and not target_spec.is_gpu:  # rows and columns in whole register blocks (197 tokens: 198 rows)
+        lanes = vector_lanes(target_spec)
+        fused = PadRegisterBlocks(lanes, registers_for(lanes))(fused)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
+    if padded := padded_kernels(fused):  # rows or columns with no register-block divisor (197 tokens)
+        prepared.notes.append(padding_note(padded))
     fallback = layout_fallback(fused)
     if fallback:  # TVM could not convert this graph: the package says why, and what its convs are
         prepared.notes.append(f"layout: {fallback}")

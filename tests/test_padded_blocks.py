@@ -1,0 +1,184 @@
+"""PadRegisterBlocks (tuner/schedule/padded_blocks.py): which rows and columns are padded, the kernel before and
+after, what is left alone, and the numbers through a real build against ONNX Runtime."""
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from onnx import TensorProto, helper, numpy_helper
+from tvm.script import tirx as T
+
+from tuner.schedule.padded_blocks import (
+    PADDED_ATTR,
+    _row_multiple,
+    _vector_multiple,
+    pad_kernel,
+    pad_register_blocks,
+    padded_kernels,
+)
+
+AVX2 = {"lanes": 8, "registers": 16}  # rows beside two vectors: 6
+
+
+@T.prim_func(s_tir=True)
+def matmul_97_rows(A: T.Buffer((97, 16), "float32"), W: T.Buffer((16, 8), "float32"), C: T.Buffer((97, 8), "float32")):
+    T.func_attr({"layout_free_buffers": [1]})
+    for i, j, k in T.grid(97, 8, 16):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * W[vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def matmul_97_rows_padded(
+    A: T.Buffer((97, 16), "float32"), W: T.Buffer((16, 8), "float32"), C: T.Buffer((97, 8), "float32")
+):
+    T.func_attr({PADDED_ATTR: "rows 97 -> 100", "layout_free_buffers": [1]})
+    A_pad = T.sblock_alloc_buffer((100, 16))
+    C_pad = T.sblock_alloc_buffer((100, 8))
+    for i0, i1 in T.grid(100, 16):
+        with T.sblock("A_pad"):
+            v0, v1 = T.axis.remap("SS", [i0, i1])
+            A_pad[v0, v1] = T.if_then_else(v0 < 97, A[v0, v1], T.float32(0))
+    for i, j, k in T.grid(100, 8, 16):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C_pad[vi, vj] = T.float32(0)
+            C_pad[vi, vj] = C_pad[vi, vj] + A_pad[vi, vk] * W[vk, vj]
+    for i0, i1 in T.grid(97, 8):
+        with T.sblock("C_pad"):
+            v0, v1 = T.axis.remap("SS", [i0, i1])
+            C[v0, v1] = C_pad[v0, v1]
+
+
+@T.prim_func(s_tir=True)
+def scores_197(
+    Q: T.Buffer((2, 197, 16), "float32"), K: T.Buffer((2, 16, 197), "float32"), S: T.Buffer((2, 197, 197), "float32")
+):
+    for b, i, j, k in T.grid(2, 197, 197, 16):
+        with T.sblock("scores"):
+            vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
+            with T.init():
+                S[vb, vi, vj] = T.float32(0)
+            S[vb, vi, vj] = S[vb, vi, vj] + Q[vb, vi, vk] * K[vb, vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def weights_197_columns(
+    A: T.Buffer((197, 16), "float32"), W: T.Buffer((16, 197), "float32"), C: T.Buffer((197, 197), "float32")
+):
+    T.func_attr({"layout_free_buffers": [1]})
+    for i, j, k in T.grid(197, 197, 16):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * W[vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def matmul_128_rows(
+    A: T.Buffer((128, 16), "float32"), W: T.Buffer((16, 8), "float32"), C: T.Buffer((128, 8), "float32")
+):
+    for i, j, k in T.grid(128, 8, 16):
+        with T.sblock("matmul"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * W[vk, vj]
+
+
+@T.prim_func(s_tir=True)
+def row_sums_97(A: T.Buffer((97, 64), "float32"), S: T.Buffer((97, 1), "float32")):
+    for i, j, k in T.grid(97, 1, 64):
+        with T.sblock("sum"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                S[vi, vj] = T.float32(0)
+            S[vi, vj] = S[vi, vj] + A[vi, vk]
+
+
+@T.prim_func(s_tir=True)
+def conv_1d_97(X: T.Buffer((99, 16), "float32"), W: T.Buffer((3, 16, 8), "float32"), Y: T.Buffer((97, 8), "float32")):
+    for i, j, r, c in T.grid(97, 8, 3, 16):
+        with T.sblock("conv"):
+            vi, vj, vr, vc = T.axis.remap("SSRR", [i, j, r, c])
+            with T.init():
+                Y[vi, vj] = T.float32(0)
+            Y[vi, vj] = Y[vi, vj] + X[vi + vr, vc] * W[vr, vc, vj]
+
+
+def test_row_and_column_multiples():
+    assert _row_multiple(197, 6) == 6  # prime: 198 rows in 6-row blocks
+    assert _row_multiple(49, 6) == 5  # a 7 x 7 window: 50 rows, not 54
+    assert _row_multiple(197, 14) == 11  # AVX-512: 198 = 18 x 11
+    assert _row_multiple(128, 6) is None  # 4-row blocks already
+    assert _row_multiple(6, 6) is None  # one block
+    assert _row_multiple(13, 6) is None  # 15 rows would be 15% more work
+    assert _vector_multiple(197, 8) == 8  # 200 columns
+    assert _vector_multiple(84, 8) is None  # half vectors divide it
+    assert _vector_multiple(5, 8) is None  # shorter than a vector
+    assert _vector_multiple(42, 16) is None  # 48 would be 14% more
+
+
+def test_a_prime_row_count_is_padded_to_whole_register_blocks():
+    after = pad_kernel(matmul_97_rows, **AVX2).without_attr("global_symbol")
+    tvm.ir.assert_structural_equal(after, matmul_97_rows_padded.without_attr("global_symbol"))
+
+
+def test_activation_products_pad_their_columns_too_weights_never():
+    scores = pad_kernel(scores_197, **AVX2)
+    assert str(scores.attrs[PADDED_ATTR]) == "rows 197 -> 198, columns 197 -> 200"
+    projected = pad_kernel(weights_197_columns, **AVX2)  # a padded weight would be copied at every call
+    assert str(projected.attrs[PADDED_ATTR]) == "rows 197 -> 198"
+
+
+def test_what_padding_leaves_alone():
+    for func in (matmul_128_rows, row_sums_97, conv_1d_97):
+        assert pad_kernel(func, **AVX2) is None, func
+    mod = tvm.IRModule({"main": matmul_128_rows, "sums": row_sums_97})
+    tvm.ir.assert_structural_equal(pad_register_blocks(mod, **AVX2), mod)
+    assert padded_kernels(pad_register_blocks(tvm.IRModule({"m": matmul_97_rows}), **AVX2)) == {"m": "rows 97 -> 100"}
+
+
+def _attention_like(tokens: int):
+    """x (1, tokens, 32) -> y = x W + b, scores = y y^T, out = scores y: every matmul over `tokens` rows."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((32, 32)).astype("float32") * 0.2, "w")
+    b = numpy_helper.from_array(rng.standard_normal((32,)).astype("float32"), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Add", ["xw", "b"], ["y"]),
+        helper.make_node("Transpose", ["y"], ["yt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["y", "yt"], ["scores"]),
+        helper.make_node("MatMul", ["scores", "y"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "attention_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, tokens, 32])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, tokens, 32])],
+        [w, b],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_padded_kernels_compute_what_onnx_runtime_computes(tmp_path):
+    """Through compile: 197 tokens get padded kernels (said in the package's preparation notes), and the package
+    matches ONNX Runtime."""
+    ort = pytest.importorskip("onnxruntime")
+    import tuner
+    from tuner.commands.compile import compile_model
+
+    path = str(tmp_path / "attention_like.onnx")
+    onnx.save(_attention_like(197), path)
+    package = str(tmp_path / "m.ftpkg")
+    _, manifest = compile_model(path, package, target="llvm")
+    assert any("register blocks: padded rows 197 -> " in note for note in manifest["preparation"])
+    model = tuner.load(package)
+    x = np.random.default_rng(1).standard_normal((1, 197, 32)).astype("float32")
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(model(x=x)["out"], expected, rtol=1e-4, atol=1e-3)
