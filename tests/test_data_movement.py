@@ -135,3 +135,38 @@ def test_a_concat_of_parts_no_vector_divides_is_left_to_the_generic_rules():
     for f in _fpn_concat(channels=(3, 5, 7)).functions.values():
         if isinstance(f, tvm.tirx.PrimFunc):
             assert movement_schedule(f, 8) is None
+
+
+def test_a_concat_under_an_element_wise_epilogue_reads_each_input_in_vectors():
+    """DenseNet: concat -> batch norm (a per-channel multiply-add) -> ReLU, one kernel. The chain sits under the
+    epilogue's arithmetic; each input still gets its partition of the channel loop, in vectors (before: one scalar
+    select chain per element, 10-24x ONNX Runtime's time)."""
+    from tuner.core.target import resolve_target
+    from tuner.schedule.data_movement import movement_schedule
+    from tuner.schedule.default_schedule import schedule_untuned
+
+    rng = np.random.default_rng(3)
+    scale, shift = (rng.standard_normal((1, 1, 1, 96)).astype("float32") for _ in range(2))
+    a = relax.Var("a", relax.TensorType((1, 8, 8, 64), "float32"))
+    b = relax.Var("b", relax.TensorType((1, 8, 8, 32), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            cat = bb.emit(relax.op.concat([a, b], axis=3))
+            y = bb.emit(relax.op.add(relax.op.multiply(cat, relax.const(scale)), relax.const(shift)))
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
+        bb.emit_func_output(out)
+    mod = relax.transform.AnnotateTIROpPattern()(relax.transform.LegalizeOps(legalize_map())(bb.get()))
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
+    ((name, func),) = [(gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert movement_schedule(func, 8) is not None, name
+    spec = resolve_target("llvm")
+    scheduled, _ = schedule_untuned(mod, spec)
+    script = scheduled[name].script()
+    assert re.findall(r"in T\.vectorized\(T\.int64\((\d+)\)\)", script) == ["8", "8"], script
+    xa, xb = rng.standard_normal((1, 8, 8, 64)).astype("float32"), rng.standard_normal((1, 8, 8, 32)).astype("float32")
+    ex = tvm.compile(scheduled, target=spec.tvm_target())
+    got = relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(xa), tvm.runtime.tensor(xb)).numpy()
+    np.testing.assert_allclose(
+        got, np.maximum(np.concatenate([xa, xb], axis=3) * scale + shift, 0), rtol=1e-5, atol=1e-6
+    )
