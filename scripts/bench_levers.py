@@ -10,8 +10,8 @@
     transposes kept  +nhwc with the layout transposes left where the conversion put them (tuner/transpose_sinking.py)
     channels unpadded  +nhwc with convs' channel counts as they are (tuner/channel_padding.py)
     direct 3x3   +nhwc with every 3x3 conv direct, none as Winograd (tuner/winograd.py)
-    rows unpadded  +nhwc with matmuls over rows (or columns) that no register block divides computed as they are,
-                 not padded to whole blocks (tuner/schedule/padded_blocks.py: ViT's 197 tokens)
+    rows unpadded  +nhwc with matmuls over rows that no register block divides computed as they are, not padded
+                 to whole blocks (tuner/schedule/padded_blocks.py: ViT's 197 tokens)
     4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
                  labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch

@@ -55,43 +55,6 @@ def matmul_97_rows_padded(
 
 
 @T.prim_func(s_tir=True)
-def scores_197(
-    Q: T.Buffer((2, 197, 16), "float32"), K: T.Buffer((2, 16, 197), "float32"), S: T.Buffer((2, 197, 197), "float32")
-):
-    for b, i, j, k in T.grid(2, 197, 197, 16):
-        with T.sblock("scores"):
-            vb, vi, vj, vk = T.axis.remap("SSSR", [b, i, j, k])
-            with T.init():
-                S[vb, vi, vj] = T.float32(0)
-            S[vb, vi, vj] = S[vb, vi, vj] + Q[vb, vi, vk] * K[vb, vk, vj]
-
-
-@T.prim_func(s_tir=True)
-def weight_rows_197(
-    W: T.Buffer((197, 16), "float32"), A: T.Buffer((16, 32), "float32"), C: T.Buffer((197, 32), "float32")
-):
-    T.func_attr({"layout_free_buffers": [0]})  # the weight on the left: its rows are the output's rows
-    for i, j, k in T.grid(197, 32, 16):
-        with T.sblock("matmul"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + W[vi, vk] * A[vk, vj]
-
-
-@T.prim_func(s_tir=True)
-def matmul_128_rows(
-    A: T.Buffer((128, 16), "float32"), W: T.Buffer((16, 8), "float32"), C: T.Buffer((128, 8), "float32")
-):
-    for i, j, k in T.grid(128, 8, 16):
-        with T.sblock("matmul"):
-            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-            with T.init():
-                C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * W[vk, vj]
-
-
-@T.prim_func(s_tir=True)
 def row_sums_97(A: T.Buffer((97, 64), "float32"), S: T.Buffer((97, 1), "float32")):
     for i, j, k in T.grid(97, 1, 64):
         with T.sblock("sum"):
@@ -109,6 +72,17 @@ def conv_1d_97(X: T.Buffer((99, 16), "float32"), W: T.Buffer((3, 16, 8), "float3
             with T.init():
                 Y[vi, vj] = T.float32(0)
             Y[vi, vj] = Y[vi, vj] + X[vi + vr, vc] * W[vr, vc, vj]
+
+
+def _matmul(rows: int, cols: int, depth: int = 16, weight: int | None = None):
+    """C[rows, cols] = A[rows, depth] B[depth, cols]; `weight` 0 or 1 marks A or B layout-free (a constant)."""
+    from tvm import te
+
+    a, b = te.placeholder((rows, depth), name="A"), te.placeholder((depth, cols), name="B")
+    k = te.reduce_axis((0, depth), name="k")
+    c = te.compute((rows, cols), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="matmul")
+    func = te.create_prim_func([a, b, c])
+    return func if weight is None else func.with_attr("layout_free_buffers", [weight])
 
 
 def test_row_and_column_multiples():
@@ -129,14 +103,15 @@ def test_a_prime_row_count_is_padded_to_whole_register_blocks():
 
 
 def test_rows_are_padded_only_where_no_weight_is_read_along_them_and_columns_are_whole_vectors():
-    assert pad_kernel(weight_rows_197, **AVX2) is None  # padding the rows would copy the weight at every call
-    assert pad_kernel(scores_197, **AVX2) is None  # 197 columns: padded, such kernels ran slower
+    assert pad_kernel(_matmul(197, 32, weight=1), **AVX2) is not None  # the weight on the right: rows are free
+    assert pad_kernel(_matmul(197, 32, weight=0), **AVX2) is None  # on the left: padding would copy it every call
+    assert pad_kernel(_matmul(197, 197), **AVX2) is None  # 197 columns: padded, such kernels ran slower
 
 
 def test_what_padding_leaves_alone():
-    for func in (matmul_128_rows, row_sums_97, conv_1d_97):
+    for func in (_matmul(128, 32), row_sums_97, conv_1d_97):
         assert pad_kernel(func, **AVX2) is None, func
-    mod = tvm.IRModule({"main": matmul_128_rows, "sums": row_sums_97})
+    mod = tvm.IRModule({"main": _matmul(128, 32), "sums": row_sums_97})
     tvm.ir.assert_structural_equal(pad_register_blocks(mod, **AVX2), mod)
     assert padded_kernels(pad_register_blocks(tvm.IRModule({"m": matmul_97_rows}), **AVX2)) == {"m": "rows 97 -> 100"}
 

@@ -13,7 +13,7 @@ before grouping, so each operator is its own kernel.
 
 from __future__ import annotations
 
-from tuner.core.ir import is_scheduled
+from tuner.core.ir import is_scheduled, region_buffer_name
 from tuner.core.target import vector_lanes
 from tuner.fusion import FusionStrategy
 from tuner.legalize.conv_maps import legalize_map
@@ -195,7 +195,7 @@ def anchor_weights_only(mod):
             for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
                 block = sch.get(block_rv)
                 if any(int(iv.iter_type) == 2 for iv in block.iter_vars):  # CommReduce
-                    read_by_reduction |= {_region_name(region) for region in block.reads}
+                    read_by_reduction |= {region_buffer_name(region) for region in block.reads}
         except Exception:  # no schedulable blocks to read (an opaque kernel): pack nothing
             read_by_reduction = set()
         names = [p.name for p in func.params]
@@ -204,12 +204,3 @@ def anchor_weights_only(mod):
             out = out.clone() if out is mod else out
             out[gv] = func.with_attr("layout_free_buffers", keep)
     return out
-
-
-def _region_name(region) -> str:
-    # a read region's buffer: `source` in TVM 0.27's TensorRegion, `buffer` in older TIR
-    target = getattr(region, "source", None)
-    if target is None:
-        target = getattr(region, "buffer", None)
-    name = getattr(target, "name", None)
-    return str(name if name is not None else target)

@@ -107,11 +107,11 @@ def lower_prepared(
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
     levers.update(pad_channels=pad_channels, winograd=winograd)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
-    if pad_blocks and not target_spec.is_gpu:  # rows and columns in whole register blocks (197 tokens: 198 rows)
+    if pad_blocks and not target_spec.is_gpu:  # matmul rows in whole register blocks (197 tokens: 198 rows)
         lanes = vector_lanes(target_spec)
         fused = PadRegisterBlocks(lanes, registers_for(lanes))(fused)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
-    if padded := padded_kernels(fused):  # rows or columns with no register-block divisor (197 tokens)
+    if padded := padded_kernels(fused):  # said in the compile output and the manifest
         prepared.notes.append(padding_note(padded))
     fallback = layout_fallback(fused)
     if fallback:  # TVM could not convert this graph: the package says why, and what its convs are

@@ -241,3 +241,13 @@ def rewrite_relax_functions(mod, pattern, rewrite):
                 out = out.clone() if out is mod else out
                 out[gv] = new
     return out
+
+
+def region_buffer_name(region) -> str:
+    """The name of a block read's buffer (its parameter's name for a kernel argument): `source` in TVM 0.27's
+    TensorRegion, `buffer` in older TIR."""
+    target = getattr(region, "source", None)
+    if target is None:
+        target = getattr(region, "buffer", None)
+    name = getattr(target, "name", None)
+    return str(name if name is not None else target)

@@ -36,12 +36,13 @@ def shared_axes(block) -> list[bool]:
     element all along it. Register-block rows along such an axis share that input's vector (a conv's weights along
     its width, a matmul's B along its rows); along any other axis each row loads its own (Winograd's transform
     axes, where every (eps, nu) pair has its own weight matrix; a batched matmul's batch)."""
-    from tvm.tirx.analysis import undefined_vars
-
     written = [w.source for w in block.writes]
     inputs = [r for r in block.reads if not any(r.source.same_as(w) for w in written)]
+    return [any(not read_along(r, it.var) for r in inputs) for it in block.iter_vars]
 
-    def varies(read, var) -> bool:
-        return any(any(v.same_as(var) for v in undefined_vars(rng.min)) for rng in read.region)
 
-    return [any(not varies(r, it.var) for r in inputs) for it in block.iter_vars]
+def read_along(read, var) -> bool:
+    """Whether a read region's index moves with the block iterator `var`."""
+    from tvm.tirx.analysis import undefined_vars
+
+    return any(any(v.same_as(var) for v in undefined_vars(rng.min)) for rng in read.region)

@@ -1,10 +1,10 @@
 """Iteration domains padded to whole register blocks: a matmul over 197 rows computed over 198.
 
 The default schedule and the tuner's multi-level tiling split each loop into exact factors, so a row count with no
-divisor near the register block (ViT's 197 tokens: prime) gets register blocks of one row, and an output axis of
-197 columns gets one-lane vectors. ViT-B/16's matmuls then ran at 38-46% of the CPU's peak, twice ONNX Runtime's
-time. Padded to 198 rows (6-row blocks on AVX2), each ran in about half the time (scratch measurement on Zen 3:
-the FFN's 197 x 3072 x 768 matmul 9.79 -> 5.05 ms), the extra row and the copy of the padded input included.
+divisor near the register block (ViT's 197 tokens: prime) gets register blocks of one row. ViT-B/16's matmuls then
+ran at 38-46% of the CPU's peak, twice ONNX Runtime's time. Padded to 198 rows (6-row blocks on AVX2), each ran in
+about half the time (scratch measurement on Zen 3: the FFN's 197 x 3072 x 768 matmul 9.79 -> 5.05 ms), the extra
+row and the copy of the padded input included.
 
 `PadRegisterBlocks` pads, in every kernel with one reduction block of the einsum form (TVM's `pad_einsum`) that
 multiplies two operands (one read at the same element along the rows, the other along the columns, as a matmul),
@@ -56,13 +56,13 @@ def pad_kernel(func, lanes: int, registers: int, free_registers: int = RECIPE.fr
     from tvm.s_tir import Schedule
 
     from tuner.core.ir import is_scheduled
-    from tuner.schedule.block_facts import extent, shared_axes
+    from tuner.schedule.block_facts import extent, reduces, shared_axes
 
     if is_scheduled(func):
         return None
     try:
         sch = Schedule(func)
-        blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if _reduces(sch.get(b))]
+        blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if reduces(sch.get(b))]
     except Exception:  # an opaque kernel (no root block to read): nothing to pad
         return None
     if len(blocks) != 1:
@@ -129,20 +129,13 @@ def _ragged_columns(n: int, lanes: int) -> bool:
     return n >= lanes and n % max(lanes // 2, 1) != 0
 
 
-def _reduces(block) -> bool:
-    return any(int(it.iter_type) != 0 for it in block.iter_vars)
-
-
 def _axes_read_on_weights(func, block) -> list[bool]:
     """For each iterator: whether a layout-free buffer (a weight) is read along it."""
-    from tvm.tirx.analysis import undefined_vars
+    from tuner.core.ir import region_buffer_name
+    from tuner.schedule.block_facts import read_along
 
     names = [p.name for p in func.params]
     free = func.attrs.get("layout_free_buffers", []) if func.attrs is not None else []
     weights = {names[int(i)] for i in free}  # a read region's buffer carries its parameter's name
-    reads = [r for r in block.reads if str(getattr(r.source, "name", r.source)) in weights]
-
-    def along(read, var) -> bool:
-        return any(any(v.same_as(var) for v in undefined_vars(rng.min)) for rng in read.region)
-
-    return [any(along(r, it.var) for r in reads) for it in block.iter_vars]
+    reads = [r for r in block.reads if region_buffer_name(r) in weights]
+    return [any(read_along(r, it.var) for r in reads) for it in block.iter_vars]
