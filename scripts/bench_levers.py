@@ -12,6 +12,8 @@
     direct 3x3   +nhwc with every 3x3 conv direct, none as Winograd (tuner/winograd.py)
     rows unpadded  +nhwc with matmuls over rows that no register block divides computed as they are, not padded
                  to whole blocks (tuner/schedule/padded_blocks.py: ViT's 197 tokens)
+    1x1 convs kept  +nhwc with 1x1 convs on maps no register block divides (13 x 13) kept as convs, not matmuls
+                 over their pixels (tuner/transform/pointwise_matmul.py)
     4-row tiles, spatial-64, 2-vector tiles, ...  +nhwc with one earlier default-schedule recipe each (the
                  labels of tuning/recipes.py's EARLIER_RECIPES: what each undoes is said there)
     +serial-small  the last layout variant with serial loops in kernels too small to pay for a parallel launch
@@ -94,7 +96,9 @@ def main(argv=None) -> int:
             relaid = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout)
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
             levers = ("transposes kept", "sink_transposes"), ("channels unpadded", "pad_channels")
-            for label, lever in (*levers, ("direct 3x3", "winograd"), ("rows unpadded", "pad_blocks")):
+            levers += ("direct 3x3", "winograd"), ("rows unpadded", "pad_blocks")
+            levers += (("1x1 convs kept", "flatten_pointwise"),)
+            for label, lever in levers:
                 if layout == "nhwc" and label not in args.skip.split(","):
                     off = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, **{lever: False})
                     built[label] = pack_weights(schedule_untuned(off.mod, spec)[0], spec)

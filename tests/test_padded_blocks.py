@@ -8,10 +8,10 @@ import tvm
 from onnx import TensorProto, helper, numpy_helper
 from tvm.script import tirx as T
 
+from tuner.core.register_blocks import row_multiple
 from tuner.schedule.padded_blocks import (
     PADDED_ATTR,
     _ragged_columns,
-    _row_multiple,
     pad_kernel,
     pad_register_blocks,
     padded_kernels,
@@ -86,12 +86,12 @@ def _matmul(rows: int, cols: int, depth: int = 16, weight: int | None = None):
 
 
 def test_row_and_column_multiples():
-    assert _row_multiple(197, 6) == 6  # prime: 198 rows in 6-row blocks
-    assert _row_multiple(49, 6) == 5  # a 7 x 7 window: 50 rows, not 54
-    assert _row_multiple(197, 14) == 11  # AVX-512: 198 = 18 x 11
-    assert _row_multiple(128, 6) is None  # 4-row blocks already
-    assert _row_multiple(6, 6) is None  # one block
-    assert _row_multiple(13, 6) is None  # 15 rows would be 15% more work
+    assert row_multiple(197, 6) == 6  # prime: 198 rows in 6-row blocks
+    assert row_multiple(49, 6) == 5  # a 7 x 7 window: 50 rows, not 54
+    assert row_multiple(197, 14) == 11  # AVX-512: 198 = 18 x 11
+    assert row_multiple(128, 6) is None  # 4-row blocks already
+    assert row_multiple(6, 6) is None  # one block
+    assert row_multiple(13, 6) is None  # 15 rows would be 15% more work
     assert _ragged_columns(197, 8) and _ragged_columns(42, 16)
     assert not _ragged_columns(84, 8)  # half vectors divide it
     assert not _ragged_columns(5, 8)  # shorter than a vector

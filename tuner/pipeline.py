@@ -1,7 +1,7 @@
 """The lowering pipeline from an imported Relax module to fused TIR kernels, and kernel accounting.
 
     GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking) -> PadConvChannels
-    -> DecomposeOpsForInference -> CanonicalizeBindings
+    -> (NHWC) GroupConvsByGroup -> FlattenPointwiseConvs -> DecomposeOpsForInference -> CanonicalizeBindings
     -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps (3x3 NHWC convs: Winograd where it pays)
     -> AnnotateTIROpPattern -> FoldConstant (also the Winograd weight transforms)
     -> [strategy kernel passes] -> FuseTIR
@@ -22,6 +22,7 @@ from tuner.legalize.grouped_conv import GroupConvsByGroup
 from tuner.transform.algebra import GraphAlgebra
 from tuner.transform.channel_padding import PadConvChannels
 from tuner.transform.layout import ConvertConvLayout, resolve_layout
+from tuner.transform.pointwise_matmul import FlattenPointwiseConvs
 from tuner.transform.safe_indexing import ClampIndices
 
 
@@ -37,10 +38,11 @@ def lower(
     sink_transposes: bool = True,
     pad_channels: bool = True,
     winograd: bool = True,
+    flatten_pointwise: bool = True,
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`,
-    `fast_math=False`, `sink_transposes=False`, `pad_channels=False` and `winograd=False` skip those levers (for
-    their ablation in scripts/bench_levers.py)."""
+    `fast_math=False`, `sink_transposes=False`, `pad_channels=False`, `winograd=False` and `flatten_pointwise=False`
+    skip those levers (for their ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -57,6 +59,8 @@ def lower(
     if layout != "nchw":
         # grouped NHWC convs: the group an axis of the kernel's result, its channels padded as the convs' are
         passes += [GroupConvsByGroup(vector_lanes(target_spec) if pad_channels else None)]
+        if flatten_pointwise and not target_spec.is_gpu:  # 1x1 convs on 13 x 13 maps: matmuls over 169 pixels
+            passes += [FlattenPointwiseConvs(vector_lanes(target_spec))]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already

@@ -94,24 +94,28 @@ def lower_prepared(
     pad_channels: bool = True,
     winograd: bool = True,
     pad_blocks: bool = True,
+    flatten_pointwise: bool = True,
 ) -> Lowered:
     from tuner.pipeline import import_for
     from tuner.schedule.padded_blocks import PadRegisterBlocks, padded_kernels, padding_note
     from tuner.schedule.tiles import registers_for
     from tuner.transform.layout import layout_after_fallback, layout_fallback, resolve_layout
+    from tuner.transform.pointwise_matmul import flattened_maps, flattening_note
 
     layout = resolve_layout(layout, target_spec)
     t0 = time.perf_counter()
     mod, params, provenance = import_for(prepared, strategy, target_spec)
     t1 = time.perf_counter()
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
-    levers.update(pad_channels=pad_channels, winograd=winograd)
+    levers.update(pad_channels=pad_channels, winograd=winograd, flatten_pointwise=flatten_pointwise)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
     if pad_blocks and not target_spec.is_gpu:  # matmul rows in whole register blocks (197 tokens: 198 rows)
         lanes = vector_lanes(target_spec)
         fused = PadRegisterBlocks(lanes, registers_for(lanes))(fused)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
-    if padded := padded_kernels(fused):  # said in the compile output and the manifest
+    if maps := flattened_maps(fused):  # said in the compile output and the manifest, as the padding is
+        prepared.notes.append(flattening_note(maps))
+    if padded := padded_kernels(fused):
         prepared.notes.append(padding_note(padded))
     fallback = layout_fallback(fused)
     if fallback:  # TVM could not convert this graph: the package says why, and what its convs are

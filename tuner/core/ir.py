@@ -251,3 +251,13 @@ def region_buffer_name(region) -> str:
         target = getattr(region, "buffer", None)
     name = getattr(target, "name", None)
     return str(name if name is not None else target)
+
+
+def view_source(value):
+    """The tensor a `vm.builtin.reshape` view relabels (transform/pointwise_matmul.py writes them), else None."""
+    from tvm import relax
+
+    if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_pure_packed"):
+        return None
+    func, *args = value.args
+    return args[0] if getattr(func, "global_symbol", "") == "vm.builtin.reshape" and args else None

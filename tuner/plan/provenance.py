@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from tuner.core.ir import flops, nbytes, op_pattern, primfuncs
+from tuner.core.ir import flops, nbytes, op_pattern, primfuncs, view_source
 from tuner.plan.model import FusionPlan, Group, Member
 from tuner.plan.reasons import base_name, boundaries
 
@@ -49,11 +49,14 @@ def build_plan(
     for cand, var, why in strategy.decisions():
         refused.setdefault(var, f"pattern check failed ({cand}): {why}")
     from tuner.transform.layout import layout_fallback
+    from tuner.transform.pointwise_matmul import flattened_maps, flattening_note
 
     notes = [ranged_note] if ranged_note else []
     notes += list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
     if layout_fallback(grouped):
         notes.append(f"layout: {layout_fallback(grouped)}")
+    if maps := flattened_maps(grouped):
+        notes.append(flattening_note(maps))
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
     if spec.is_gpu:
         notes += _gpu_rule_notes(lower(smod, spec, strategy, params=params, layout=layout), spec)
@@ -135,6 +138,8 @@ class ProvenanceMatcher:
 
         for k, b in enumerate(b for blk in unfused["main"].body.blocks for b in blk.bindings):
             self.uid[b.var] = ids[k]
+            if (source := view_source(b.value)) is not None and source in self.uid:  # a view: data flows on
+                self.uid[b.var] = self.uid[source]
             if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in self.uid:
                 self.items[(self.uid[b.value.tuple_value], int(b.value.index))] = ids[k]
             if isinstance(b.value, relax.Call) and b.value.op == self.call_tir:
@@ -258,6 +263,7 @@ class ProvenanceMatcher:
                 position += 1
                 self.gid[b.var] = f"{b.var.name}#{position}"
                 v = b.value
+                v = v if (source := view_source(v)) is None else source  # a view (the VM's reshape): read through
                 if isinstance(v, relax.Var) and v in self.to_unfused:  # an alias binding
                     self.to_unfused[b.var] = self.to_unfused[v]
                     self.gid[b.var] = self.gid.get(v, self.gid[b.var])

@@ -10,21 +10,22 @@ row and the copy of the padded input included.
 multiplies two operands (one read at the same element along the rows, the other along the columns, as a matmul),
 the rows (the spatial axis before the innermost one) to a multiple of a register block's rows when no divisor of
 their count makes a block of at least half the rows that fit beside two vectors; only when that costs at most
-`MAX_WASTE` of extra work, and only when no weight is read along the rows (padding a weight would copy it in every
-call). A kernel whose columns (the vector axis) no half vector divides is left as it was: ViT's attention scores,
-197 x 197 per head, ran 1.61 ms a call as they were, 3.13 with their rows padded and 2.66 with rows and columns
-padded to whole vectors (each alone, Zen 3); why was not found. The kernel gets a padded input copy and a cropped
-output inside itself; its name and signature stay, so the plan and the package see the same kernel. A kernel
-`pad_einsum` refuses (a conv, whose input indices are sums) is left as it was. The decision is kept on the kernel as
-`PADDED_ATTR`.
+1/16 more work (`core.register_blocks.row_multiple`), and only when no weight is read along the rows (padding a
+weight would copy it in every call). A kernel whose columns (the vector axis) no half vector divides is left as
+it was: ViT's attention scores, 197 x 197 per head, ran 1.61 ms a call as they were, 3.13 with their rows padded
+and 2.66 with rows and columns padded to whole vectors (each alone, Zen 3); why was not found. The kernel gets a
+padded input copy and a cropped output inside itself; its name and signature stay, so the plan and the package see
+the same kernel. A kernel `pad_einsum` refuses (a conv, whose input indices are sums) is left as it was; 1x1 convs
+on such maps reach this pass as matmuls over their pixels (transform/pointwise_matmul.py). The decision is kept on
+the kernel as `PADDED_ATTR`.
 """
 
 from __future__ import annotations
 
+from tuner.core.register_blocks import row_multiple
 from tuner.schedule.recipes import RECIPE
 
 PADDED_ATTR = "fusion_tuner.padded"  # "rows 197 -> 198" on a padded kernel
-MAX_WASTE = 0.0625  # at most 1/16 more work
 
 
 def PadRegisterBlocks(lanes: int, registers: int, free_registers: int = RECIPE.free_registers):  # noqa: N802  (a TVM pass name)
@@ -78,7 +79,7 @@ def pad_kernel(func, lanes: int, registers: int, free_registers: int = RECIPE.fr
         return None  # not a product of two operands (a mean over rows): no register block to fill
     if _ragged_columns(extents[vector], lanes):
         return None  # padded, such a kernel ran slower (see the module's docstring)
-    multiple = _row_multiple(extents[row], max(1, (registers - free_registers) // 2))  # rows beside two vectors
+    multiple = row_multiple(extents[row], max(1, (registers - free_registers) // 2))  # rows beside two vectors
     if not multiple or _axes_read_on_weights(func, block)[row]:
         return None
     factors = [1] * len(extents)
@@ -112,16 +113,6 @@ def padding_note(padded: dict[str, str]) -> str:
         for change, names in by_change.items()
     ]
     return "register blocks: padded " + "; ".join(parts)
-
-
-def _row_multiple(n: int, rows_cap: int) -> int | None:
-    """The row block to pad `n` rows to a multiple of, or None when a divisor of n already gives a block of at least
-    half `rows_cap` rows (or n fits in one block). Among blocks from half the cap up to the cap, the one with the
-    least padding; the largest of those."""
-    if n <= rows_cap or 2 * max(d for d in range(1, rows_cap + 1) if n % d == 0) >= rows_cap:
-        return None
-    padded, block = min((-(-n // b) * b, -b) for b in range(rows_cap // 2 + 1, rows_cap + 1))
-    return -block if padded - n <= MAX_WASTE * n else None
 
 
 def _ragged_columns(n: int, lanes: int) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tuner.core.register_blocks import FREE_REGISTERS
+
 
 @dataclass(frozen=True)
 class TileRecipe:
@@ -19,7 +21,7 @@ class TileRecipe:
     # 0.70, YOLOv8n 0.91 -> 0.86 (docs/performance.md); 28 rows beside one vector ran ResNet-50 at 1.15
     max_rows: int | None = None
     max_vectors: int = 2  # side-by-side vectors of the contiguous axis
-    free_registers: int = 4
+    free_registers: int = FREE_REGISTERS
     pow2_width: bool = True  # 24 channels on AVX-512: 8 lanes, not a 12-lane vector LLVM splits
     fill_outer_axes: bool = True  # a 7-wide axis leaves rows to the axis before it
     fit_spatial_vectors: bool = True  # spatial-only kernels: vectors along the output's innermost axis

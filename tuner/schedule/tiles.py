@@ -3,11 +3,9 @@ extents and the ISA's vector registers instead of drawn at random (`heuristic_ti
 
 from __future__ import annotations
 
+from tuner.core.register_blocks import divisor_at_most as _divisor_at_most
+from tuner.core.register_blocks import registers_for  # noqa: F401  (the schedule's callers import it from here)
 from tuner.schedule.recipes import RECIPE, TileRecipe
-
-
-def _divisor_at_most(n: int, cap: int) -> int:
-    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
 def _pow2_divisor_at_most(n: int, cap: int) -> int:
@@ -156,8 +154,3 @@ def _product(factors) -> int:
     for f in factors:
         n *= int(f)
     return n
-
-
-def registers_for(lanes: int) -> int:
-    """Vector registers of the ISA that has `lanes` fp32 lanes: AVX-512 has 32, AVX2 16."""
-    return 32 if lanes >= 16 else 16
