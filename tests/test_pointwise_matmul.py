@@ -133,14 +133,12 @@ def test_the_reshape_back_stops_at_an_op_that_needs_the_map():
 
 
 @pytest.mark.parametrize(
-    "case",
-    ["14x14 map", "stride 2", "3x3 conv", "weight computed at run time"],
+    "size, stride, kernel, weight_at_run_time",
+    [(14, 1, 1, False), (13, 2, 1, False), (13, 1, 3, False), (13, 1, 1, True)],
+    ids=["14x14 map", "stride 2", "3x3 conv", "weight computed at run time"],
 )
-def test_what_stays_a_conv(case):
-    size, stride, kernel = (14, 1, 1) if case == "14x14 map" else (13, 2 if case == "stride 2" else 1, 1)
-    if case == "3x3 conv":
-        kernel = 3
-    extra = [("w", [16, 1, 1, 16])] if case == "weight computed at run time" else []
+def test_what_stays_a_conv(size, stride, kernel, weight_at_run_time):
+    extra = [("w", [16, 1, 1, 16])] if weight_at_run_time else []
     weight = _const([16, kernel, kernel, 16])
 
     def body(bb, x, *params):

@@ -18,6 +18,12 @@ def rows_beside_two_vectors(lanes: int, free_registers: int = FREE_REGISTERS) ->
     return max(1, (registers_for(lanes) - free_registers) // 2)
 
 
+def max_rows(registers: int, free_registers: int = FREE_REGISTERS) -> int:
+    """The default cap on a register block's rows: as many as fit beside two vectors, but at least 8 (beside one
+    vector with AVX2's 16 registers)."""
+    return max(8, (registers - free_registers) // 2)
+
+
 def divisor_at_most(n: int, cap: int) -> int:
     """The largest divisor of n that is at most cap."""
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tuner.core.register_blocks import FREE_REGISTERS
+from tuner.core.register_blocks import FREE_REGISTERS, max_rows
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class TileRecipe:
 
     def rows(self, registers: int) -> int:
         """The cap on the register block's rows for an ISA with `registers` vector registers."""
-        return self.max_rows or max(8, (registers - self.free_registers) // 2)
+        return self.max_rows or max_rows(registers, self.free_registers)
 
     def aliasing_rows(self, row_bytes: int) -> int | None:
         """The most register-block rows whose loads, `row_bytes` apart, stay within the L1's ways: None when any

@@ -5,8 +5,8 @@ default schedule's register block takes the conv's rows along the width, then th
 13 x 13 map (SqueezeNet's last stage) or a 7 x 7 one on AVX2 (6 rows beside two vectors) got blocks of one row:
 SqueezeNet 1.1's 512 -> 1000 classifier ran at 46% of the CPU's peak, 1.9x ONNX Runtime's time for that node. As a
 matmul over H*W rows, `PadRegisterBlocks` (schedule/padded_blocks.py) pads 169 rows to 170 (5-row blocks), 49 to
-50. Timed alone (Zen 3, default schedules): the classifier 1.77 -> 1.00 ms, SqueezeNet's 13 x 13 squeeze convs 2-3x
-faster, EfficientNet-B0's and MobileNetV3's 7 x 7 ones 13-18%.
+50. Timed alone (Zen 3, default schedules; the matmul with a bias + ReLU epilogue): the classifier 1.77 -> 1.00 ms,
+SqueezeNet's 13 x 13 squeeze convs 1.7-2.8x faster, EfficientNet-B0's and MobileNetV3's 7 x 7 ones 13-27%.
 
     y = conv2d(x, W)      NHWC / OHWI, 1x1, stride 1, no padding, one group, W constant, rows as above
  -> y = reshape(matmul(reshape(x, (N, H*W, C)), W'), (N, H, W, F))      W' = W as (C, F), folded at build time
@@ -25,7 +25,7 @@ least half are rewritten; every other conv keeps its kernel as it was.
 
 from __future__ import annotations
 
-from tuner.core.register_blocks import divisor_at_most, row_multiple, rows_beside_two_vectors
+from tuner.core.register_blocks import divisor_at_most, max_rows, registers_for, row_multiple, rows_beside_two_vectors
 from tuner.transform.dataflow_facts import constant_vars, out_dtype, static_shape
 from tuner.transform.transpose_sinking import BINARY, UNARY
 
@@ -99,15 +99,13 @@ def worth_flattening(height: int, width: int, channels_out: int, lanes: int) -> 
     conv, flat = pixel_rows(height, width, rows_cap)
     if not (2 * conv < rows_cap and 2 * flat >= rows_cap and flat > conv):
         return False
-    one_vector_rows = max(8, rows_cap)  # the tile rule's cap on rows beside one vector (schedule/recipes.py)
-    if divisor_at_most(width, one_vector_rows) > rows_cap:  # the conv holds the width's rows beside one vector
+    if divisor_at_most(width, max_rows(registers_for(lanes))) > rows_cap:  # the width's rows beside one vector
         return channels_out % (2 * lanes) == 0
     return True
 
 
 def _pointwise_map(call, lanes: int, constant) -> tuple[int, int, int, int, int] | None:
     """(N, H, W, C, F) when `call` is a conv2d this pass rewrites, else None."""
-    import tvm
     from tvm import relax
 
     if not isinstance(call, relax.Call) or getattr(call.op, "name", "") != "relax.nn.conv2d":
@@ -122,10 +120,17 @@ def _pointwise_map(call, lanes: int, constant) -> tuple[int, int, int, int, int]
     xs, ws = static_shape(x), static_shape(w)
     if xs is None or ws is None or len(xs) != 4 or ws[1:3] != [1, 1]:
         return None
-    if not (isinstance(w, tvm.ir.expr.Constant) or w in constant):
+    if not _is_constant(w, constant):
         return None  # a weight computed at run time would be transposed in every call
     n, h, wd, c = xs
     return (n, h, wd, c, ws[0]) if worth_flattening(h, wd, ws[0], lanes) else None
+
+
+def _is_constant(expr, constant: set) -> bool:
+    """A constant, or a variable computed from constants alone (folded at build time)."""
+    import tvm
+
+    return isinstance(expr, tvm.ir.expr.Constant) or expr in constant
 
 
 def view(expr, shape: list[int]):
@@ -156,7 +161,6 @@ def _flat_operand(operand, n: int, h: int, w: int, is_constant: bool):
 
 def _flatten_function(func, lanes: int):
     """(`func` rewritten, {map size: convs}), or (None, {}) when no conv qualifies."""
-    import tvm
     from tvm import relax
     from tvm.relax import PyExprMutator, expr_functor
 
@@ -164,52 +168,49 @@ def _flatten_function(func, lanes: int):
     elementwise = {f"relax.{name}" for name in (*UNARY, *BINARY)}
     binary = {f"relax.{name}" for name in BINARY}
     counts: dict[str, int] = {}
+    flat: dict = {}  # original 4-D var -> (its value over the pixels, (n, h, w))
 
     @expr_functor.mutator
     class Flatten(PyExprMutator):
-        flat: dict = {}  # original 4-D var -> (its value over the pixels, (n, h, w))
-
         def visit_var_binding_(self, binding):
             value = binding.value
             if (dims := _pointwise_map(value, lanes, constant)) is not None:
                 return self._conv(binding, dims)
             op = getattr(getattr(value, "op", None), "name", "")
-            if op in elementwise and any(a in self.flat for a in value.args[: 2 if op in binary else 1]):
+            if op in elementwise and any(a in flat for a in value.args[: 2 if op in binary else 1]):
                 if self._elementwise(binding, op in binary):
                     return None
             return super().visit_var_binding_(binding)
 
         def _conv(self, binding, dims):
             n, h, w, c, f = dims
-            source = binding.value.args[0]
-            x, weight = (self.visit_expr(a) for a in binding.value.args)
+            source, weight = binding.value.args
             name = binding.var.name
-            if source in self.flat and self.flat[source][1] == (n, h, w):  # already over the pixels: no view
-                pixels = self.flat[source][0]
+            if source in flat and flat[source][1] == (n, h, w):  # already over the pixels: no view
+                pixels = flat[source][0]
             else:
-                pixels = self.builder_.emit(view(x, [n, h * w, c]), f"{name}.pixels")
-            weight = relax.op.permute_dims(relax.op.reshape(weight, [f, c]), [1, 0])  # (C, F), folded at build time
+                pixels = self.builder_.emit(view(self.visit_expr(source), [n, h * w, c]), f"{name}.pixels")
+            weight = relax.op.permute_dims(relax.op.reshape(self.visit_expr(weight), [f, c]), [1, 0])  # (C, F), folded
             product = relax.op.matmul(pixels, weight, out_dtype=out_dtype(binding.value))
             self._emit_flat(binding, self.builder_.emit(product, name), (n, h, w))
             counts[f"{h}x{w}"] = counts.get(f"{h}x{w}", 0) + 1
 
         def _elementwise(self, binding, is_binary: bool) -> bool:
             value = binding.value
-            k = next(i for i, a in enumerate(value.args) if a in self.flat)
-            flat_k, (n, h, w) = self.flat[value.args[k]]
+            k = next(i for i, a in enumerate(value.args) if a in flat)
+            flat_k, (n, h, w) = flat[value.args[k]]
             if static_shape(binding.var) != [n, h, w, static_shape(flat_k)[-1]]:
                 return False  # the other operand broadcasts the map larger
             args = [self.visit_expr(a) for a in value.args]
             args[k] = flat_k
             if is_binary:
                 other = value.args[1 - k]
-                if other in self.flat:
-                    if self.flat[other][1] != (n, h, w):
+                if other in flat:
+                    if flat[other][1] != (n, h, w):
                         return False
-                    args[1 - k] = self.flat[other][0]
+                    args[1 - k] = flat[other][0]
                 else:
-                    is_constant = isinstance(other, tvm.ir.expr.Constant) or other in constant
-                    args[1 - k] = _flat_operand(args[1 - k], n, h, w, is_constant)
+                    args[1 - k] = _flat_operand(args[1 - k], n, h, w, _is_constant(other, constant))
                     if args[1 - k] is None:
                         return False
             call = relax.Call(value.op, args, value.attrs, value.ty_args)
@@ -219,15 +220,13 @@ def _flatten_function(func, lanes: int):
         def _emit_flat(self, binding, flat_var, dims):
             """Record `flat_var` as the pixels' form of `binding.var`, and bind the var itself to the map again
             for any reader that is not rewritten (unread ones are removed afterwards)."""
-            self.flat[binding.var] = (flat_var, dims)
+            flat[binding.var] = (flat_var, dims)
             back = type(binding.var)(binding.var.name, binding.var.ty)  # a Var when it leaves the block
             shape = static_shape(binding.var)
             self.builder_.emit_normalized(relax.VarBinding(back, self.builder_.normalize(view(flat_var, shape))))
             self.set_var_remap(binding.var, back)
 
-    mutator = Flatten()
-    mutator.flat = {}
-    new = mutator.visit_expr(func)
+    new = Flatten().visit_expr(func)
     if not counts:
         return None, {}
     return relax.analysis.remove_all_unused(new), counts
