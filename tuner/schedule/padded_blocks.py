@@ -7,29 +7,33 @@ about half the time (scratch measurement on Zen 3: the FFN's 197 x 3072 x 768 ma
 row and the copy of the padded input included.
 
 `PadRegisterBlocks` pads, in every kernel with one reduction block of the einsum form (TVM's `pad_einsum`) that
-multiplies two operands (one read at the same element along the rows, the other along the columns, as a matmul),
-the rows (the spatial axis before the innermost one) to a multiple of a register block's rows when no divisor of
-their count makes a block of at least half the rows that fit beside two vectors; only when that costs at most
-1/16 more work (`core.register_blocks.row_multiple`), and only when no weight is read along the rows (padding a
-weight would copy it in every call). A kernel whose columns (the vector axis) no half vector divides is left as
-it was: ViT's attention scores, 197 x 197 per head, ran 1.61 ms a call as they were, 3.13 with their rows padded
-and 2.66 with rows and columns padded to whole vectors (each alone, Zen 3); why was not found. The kernel gets a
-padded input copy and a cropped output inside itself; its name and signature stay, so the plan and the package see
-the same kernel. A kernel `pad_einsum` refuses (a conv, whose input indices are sums) is left as it was; 1x1 convs
-on such maps reach this pass as matmuls over their pixels (transform/pointwise_matmul.py). The decision is kept on
-the kernel as `PADDED_ATTR`.
+multiplies two operands (one read at the same element along the rows, the other along the columns, as a matmul):
+- the rows (the last spatial axis of more than one element before the innermost one: a sequence-first (197, 1,
+  768) projection pads its 197) to a multiple of a register block's rows, when no divisor of their count makes a
+  block of at least half the rows that fit beside two vectors; only when that costs at most 1/16 more work
+  (`core.register_blocks.row_multiple`);
+- the columns (the vector axis) to whole vectors, when no half vector divides them (`column_multiple`). ViT's
+  attention scores, 197 x 197 per head, ran in scalar one-column blocks: 1.67 ms a call alone on Zen 3, 0.60
+  with rows and columns padded. (An earlier try measured 2.66 padded: the column operand's padding had been
+  inlined into the innermost loop as a select; `padding.inline_channelwise_padding` now keeps a copy for an
+  operand read again along another output axis.)
+Neither is padded where a weight is read along it (padding a weight would copy it in every call). The kernel gets
+padded input copies and a cropped output inside itself; its name and signature stay, so the plan and the package
+see the same kernel. A kernel `pad_einsum` refuses (a conv, whose input indices are sums) is left as it was; 1x1
+convs on such maps reach this pass as matmuls over their pixels (transform/pointwise_matmul.py). The decision is
+kept on the kernel as `PADDED_ATTR`.
 """
 
 from __future__ import annotations
 
-from tuner.core.register_blocks import row_multiple
+from tuner.core.register_blocks import MAX_PAD_WASTE, row_multiple
 from tuner.schedule.recipes import RECIPE
 
-PADDED_ATTR = "fusion_tuner.padded"  # "rows 197 -> 198" on a padded kernel
+PADDED_ATTR = "fusion_tuner.padded"  # "rows 197 -> 198, columns 197 -> 200" on a padded kernel
 
 
 def PadRegisterBlocks(lanes: int, registers: int, free_registers: int = RECIPE.free_registers):  # noqa: N802  (a TVM pass name)
-    """The module pass: pad every matmul-like kernel whose rows have no good register-block divisor."""
+    """The module pass: pad every matmul-like kernel whose rows or columns make no whole register blocks."""
     import tvm
 
     def run(mod, _ctx):
@@ -73,22 +77,25 @@ def pad_kernel(func, lanes: int, registers: int, free_registers: int = RECIPE.fr
     extents = [extent(it) for it in block.iter_vars]
     if len(spatial) < 2 or any(extents[k] <= 0 for k in spatial):
         return None  # a symbolic extent (a ranged package) or no rows
-    row, vector = spatial[-2], spatial[-1]
+    vector = spatial[-1]
+    row = next((k for k in reversed(spatial[:-1]) if extents[k] > 1), spatial[-2])  # past unit axes: (197, 1, C)
     shares = shared_axes(block)
     if not (shares[row] and shares[vector]):
         return None  # not a product of two operands (a mean over rows): no register block to fill
-    if _ragged_columns(extents[vector], lanes):
-        return None  # padded, such a kernel ran slower (see the module's docstring)
-    multiple = row_multiple(extents[row], max(1, (registers - free_registers) // 2))  # rows beside two vectors
-    if not multiple or _axes_read_on_weights(func, block)[row]:
+    weights = _axes_read_on_weights(func, block)
+    rows = row_multiple(extents[row], max(1, (registers - free_registers) // 2))  # rows beside two vectors
+    rows = None if weights[row] else rows
+    columns = None if weights[vector] else column_multiple(extents[vector], lanes)
+    if not (rows or columns):
         return None
     factors = [1] * len(extents)
-    factors[row] = multiple
+    factors[row], factors[vector] = rows or 1, columns or 1
     try:
         sch.pad_einsum(blocks[0], factors)
     except Exception:  # not of the einsum form (a conv reads its input at sums of indices): left as it is
         return None
-    note = f"rows {extents[row]} -> {-(-extents[row] // multiple) * multiple}"
+    changes = [(what, extents[k], m) for what, k, m in (("rows", row, rows), ("columns", vector, columns)) if m]
+    note = ", ".join(f"{what} {n} -> {-(-n // m) * m}" for what, n, m in changes)
     return sch.mod["main"].with_attr(PADDED_ATTR, note)
 
 
@@ -115,9 +122,15 @@ def padding_note(padded: dict[str, str]) -> str:
     return "register blocks: padded " + "; ".join(parts)
 
 
-def _ragged_columns(n: int, lanes: int) -> bool:
-    """Whether n columns (at least a vector's worth) take no vector of at least half the lanes."""
-    return n >= lanes and n % max(lanes // 2, 1) != 0
+def column_multiple(n: int, lanes: int) -> int | None:
+    """The multiple to pad `n` columns (the vector axis) to, or None: whole vectors where no half vector divides n
+    (at least one vector's worth), and padding to them adds at most `MAX_PAD_WASTE`; else half vectors."""
+    if n < lanes or n % max(lanes // 2, 1) == 0:
+        return None
+    for multiple in (lanes, lanes // 2):
+        if multiple > 1 and -(-n // multiple) * multiple - n <= MAX_PAD_WASTE * n:
+            return multiple
+    return None
 
 
 def _axes_read_on_weights(func, block) -> list[bool]:

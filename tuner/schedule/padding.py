@@ -9,7 +9,8 @@ output channel, each vector of the inner loop loads one contiguous row segment a
 pixel's: it costs a compare per vector. A conv that reduces over its input channels keeps the pass: it reads each
 padded element once per output-channel tile, and inlining slowed two of light ResNet-50's four 3x3 conv kernels by
 ~40% (1.60 -> 2.24 ms timed alone), the other two within 2%; the stems, whose 3 input channels are a reduction too,
-keep it as well.
+keep it as well, and so does an operand read again for each value of an output axis its indices lack (a matmul's
+column operand padded by `padded_blocks`: inlined, its select ran in the innermost loop once per row block).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def _reads_channelwise(consumer, padded) -> bool:
         if not region.source.same_as(padded):
             continue
         used = list(tirx_analysis.undefined_vars(region.region[-1].min, []))
+        indexed = [v for r in region.region for v in tirx_analysis.undefined_vars(r.min, [])]
+        reused = [it.var for it in consumer.iter_vars if it.iter_type == 0 and int(it.dom.extent) > 1]
+        if not all(_any_same([v], indexed) for v in reused):
+            return False  # read again along an output axis its indices lack (a matmul's columns): keep the pass
         return _any_same(used, spatial) and not _any_same(used, reduced)
     return False
 
