@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             built[f"+{layout}"] = pack_weights(schedule_untuned(relaid.mod, spec)[0], spec)
             levers = ("transposes kept", "sink_transposes"), ("channels unpadded", "pad_channels")
             levers += ("direct 3x3", "winograd"), ("rows unpadded", "pad_blocks")
-            levers += (("1x1 convs kept", "flatten_pointwise"),)
+            levers += ("1x1 convs kept", "flatten_pointwise"), ("attention keys unpadded", "pad_attention")
             for label, lever in levers:
                 if layout == "nhwc" and label not in args.skip.split(","):
                     off = lower_prepared(prepared, spec, get_strategy("tvm"), layout=layout, **{lever: False})

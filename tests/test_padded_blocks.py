@@ -8,10 +8,9 @@ import tvm
 from onnx import TensorProto, helper, numpy_helper
 from tvm.script import tirx as T
 
-from tuner.core.register_blocks import row_multiple
+from tuner.core.register_blocks import column_multiple, row_multiple
 from tuner.schedule.padded_blocks import (
     PADDED_ATTR,
-    column_multiple,
     pad_kernel,
     pad_register_blocks,
     padded_kernels,

@@ -2,7 +2,8 @@
 
     GraphAlgebra (BN folding, Sum -> add) -> (CPU) ConvertConvLayout (+ transpose sinking) -> PadConvChannels
     -> (NHWC) GroupConvsByGroup -> FlattenPointwiseConvs -> DecomposeOpsForInference -> CanonicalizeBindings
-    -> [strategy graph passes] -> (CPU) FastMath -> LegalizeOps (3x3 NHWC convs: Winograd where it pays)
+    -> (CPU) PadAttentionKeys -> [strategy graph passes]
+    -> (CPU) FastMath -> LegalizeOps (3x3 NHWC convs: Winograd where it pays)
     -> AnnotateTIROpPattern -> FoldConstant (also the Winograd weight transforms)
     -> [strategy kernel passes] -> FuseTIR
     -> (CPU) AttachAttrLayoutFreeBuffers -> AnchorWeightsOnly      (after scheduling: pack_weights)
@@ -22,7 +23,8 @@ from tuner.legalize.grouped_conv import GroupConvsByGroup
 from tuner.transform.algebra import GraphAlgebra
 from tuner.transform.channel_padding import PadConvChannels
 from tuner.transform.layout import ConvertConvLayout, resolve_layout
-from tuner.transform.pointwise_matmul import FlattenPointwiseConvs
+from tuner.transform.padded_attention import PadAttentionKeys, attention_note, padded_attentions
+from tuner.transform.pointwise_matmul import FlattenPointwiseConvs, flattened_maps, flattening_note
 from tuner.transform.safe_indexing import ClampIndices
 
 
@@ -39,10 +41,11 @@ def lower(
     pad_channels: bool = True,
     winograd: bool = True,
     flatten_pointwise: bool = True,
+    pad_attention: bool = True,
 ):
     """Lower and group; with fuse_tir=False, groups stay Relax functions (for the fusion plan). `algebra=False`,
-    `fast_math=False`, `sink_transposes=False`, `pad_channels=False`, `winograd=False` and `flatten_pointwise=False`
-    skip those levers (for their ablation in scripts/bench_levers.py)."""
+    `fast_math=False`, `sink_transposes=False`, `pad_channels=False`, `winograd=False`, `flatten_pointwise=False`
+    and `pad_attention=False` skip those levers (for their ablation in scripts/bench_levers.py)."""
     import tvm
     from tvm import relax
 
@@ -62,6 +65,8 @@ def lower(
         if flatten_pointwise and not target_spec.is_gpu:  # 1x1 convs on 13 x 13 maps: matmuls over 169 pixels
             passes += [FlattenPointwiseConvs(vector_lanes(target_spec))]
     passes += [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
+    if pad_attention and not target_spec.is_gpu:  # 197 keys: softmax rows in whole vectors
+        passes += [PadAttentionKeys(vector_lanes(target_spec))]
     passes += strategy.graph_passes(target, params)
     if fast_math and not target_spec.is_gpu:  # CUDA has fast intrinsics for these already
         passes += [FastMath()]
@@ -208,3 +213,14 @@ def anchor_weights_only(mod):
             out = out.clone() if out is mod else out
             out[gv] = func.with_attr("layout_free_buffers", keep)
     return out
+
+
+def rewrite_notes(mod) -> list[str]:
+    """What the graph rewrites that change a model's shapes inside it did, one line each (compile output, manifest,
+    plan)."""
+    notes = []
+    if maps := flattened_maps(mod):
+        notes.append(flattening_note(maps))
+    if keys := padded_attentions(mod):
+        notes.append(attention_note(keys))
+    return notes

@@ -95,12 +95,12 @@ def lower_prepared(
     winograd: bool = True,
     pad_blocks: bool = True,
     flatten_pointwise: bool = True,
+    pad_attention: bool = True,
 ) -> Lowered:
-    from tuner.pipeline import import_for
+    from tuner.pipeline import import_for, rewrite_notes
     from tuner.schedule.padded_blocks import PadRegisterBlocks, padded_kernels, padding_note
     from tuner.schedule.tiles import registers_for
     from tuner.transform.layout import layout_after_fallback, layout_fallback, resolve_layout
-    from tuner.transform.pointwise_matmul import flattened_maps, flattening_note
 
     layout = resolve_layout(layout, target_spec)
     t0 = time.perf_counter()
@@ -108,13 +108,13 @@ def lower_prepared(
     t1 = time.perf_counter()
     levers = {"algebra": algebra, "fast_math": fast_math, "sink_transposes": sink_transposes}
     levers.update(pad_channels=pad_channels, winograd=winograd, flatten_pointwise=flatten_pointwise)
+    levers.update(pad_attention=pad_attention)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
     if pad_blocks and not target_spec.is_gpu:  # matmul rows in whole register blocks (197 tokens: 198 rows)
         lanes = vector_lanes(target_spec)
         fused = PadRegisterBlocks(lanes, registers_for(lanes))(fused)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}
-    if maps := flattened_maps(fused):  # said in the compile output and the manifest, as the padding is
-        prepared.notes.append(flattening_note(maps))
+    prepared.notes.extend(rewrite_notes(fused))  # said in the compile output and the manifest, as the padding is
     if padded := padded_kernels(fused):
         prepared.notes.append(padding_note(padded))
     fallback = layout_fallback(fused)

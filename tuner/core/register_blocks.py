@@ -37,3 +37,14 @@ def row_multiple(n: int, rows_cap: int) -> int | None:
         return None
     padded, block = min((-(-n // b) * b, -b) for b in range(rows_cap // 2 + 1, rows_cap + 1))
     return -block if padded - n <= MAX_PAD_WASTE * n else None
+
+
+def column_multiple(n: int, lanes: int) -> int | None:
+    """The multiple to pad `n` columns (the vector axis) to, or None: whole vectors where no half vector divides n
+    (at least one vector's worth), and padding to them adds at most `MAX_PAD_WASTE`; else half vectors."""
+    if n < lanes or n % max(lanes // 2, 1) == 0:
+        return None
+    for multiple in (lanes, lanes // 2):
+        if multiple > 1 and -(-n // multiple) * multiple - n <= MAX_PAD_WASTE * n:
+            return multiple
+    return None

@@ -48,15 +48,14 @@ def build_plan(
     refused = {}  # binding name -> "pattern: why", from the strategy's own decision log
     for cand, var, why in strategy.decisions():
         refused.setdefault(var, f"pattern check failed ({cand}): {why}")
+    from tuner.pipeline import rewrite_notes
     from tuner.transform.layout import layout_fallback
-    from tuner.transform.pointwise_matmul import flattened_maps, flattening_note
 
     notes = [ranged_note] if ranged_note else []
     notes += list(prepared.notes) + [f"{why} at {var}" for var, why in refused.items()]
     if layout_fallback(grouped):
         notes.append(f"layout: {layout_fallback(grouped)}")
-    if maps := flattened_maps(grouped):
-        notes.append(flattening_note(maps))
+    notes += rewrite_notes(grouped)
     notes += _strategy_notes(strategy, groups, grouped, unfused, unfused_count)
     if spec.is_gpu:
         notes += _gpu_rule_notes(lower(smod, spec, strategy, params=params, layout=layout), spec)

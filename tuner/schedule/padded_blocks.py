@@ -26,7 +26,7 @@ kept on the kernel as `PADDED_ATTR`.
 
 from __future__ import annotations
 
-from tuner.core.register_blocks import MAX_PAD_WASTE, row_multiple
+from tuner.core.register_blocks import column_multiple, row_multiple
 from tuner.schedule.recipes import RECIPE
 
 PADDED_ATTR = "fusion_tuner.padded"  # "rows 197 -> 198, columns 197 -> 200" on a padded kernel
@@ -120,17 +120,6 @@ def padding_note(padded: dict[str, str]) -> str:
         for change, names in by_change.items()
     ]
     return "register blocks: padded " + "; ".join(parts)
-
-
-def column_multiple(n: int, lanes: int) -> int | None:
-    """The multiple to pad `n` columns (the vector axis) to, or None: whole vectors where no half vector divides n
-    (at least one vector's worth), and padding to them adds at most `MAX_PAD_WASTE`; else half vectors."""
-    if n < lanes or n % max(lanes // 2, 1) == 0:
-        return None
-    for multiple in (lanes, lanes // 2):
-        if multiple > 1 and -(-n // multiple) * multiple - n <= MAX_PAD_WASTE * n:
-            return multiple
-    return None
 
 
 def _axes_read_on_weights(func, block) -> list[bool]:
