@@ -14,7 +14,7 @@ AVX2 = 8  # fp32 lanes
 RNG = np.random.default_rng(0)
 
 
-def _attention(keys=197, heads=2, depth=8, scale=None, mask=False, axis=-1, return_probs=False):
+def _attention(keys=197, heads=2, depth=8, scale=None, mask=False, axis=-1, return_probs=False, divide_by_keys=False):
     """main(q (1, heads, keys, depth), kt (1, heads, depth, keys), v (1, heads, keys, depth)[, m (1, 1, 1, keys)])
     -> softmax(q kt [* scale] [+ m], axis) v [, the probabilities]."""
     bb = relax.BlockBuilder()
@@ -29,6 +29,8 @@ def _attention(keys=197, heads=2, depth=8, scale=None, mask=False, axis=-1, retu
                 s = bb.emit(relax.op.multiply(s, relax.const(scale, "float32")), "scaled")
             if mask:
                 s = bb.emit(relax.op.add(s, m), "masked_by_model")
+            if divide_by_keys:  # a per-key divisor: padded with zeros it would divide by zero
+                s = bb.emit(relax.op.divide(s, relax.const(np.full((keys,), 2.0, "float32"))), "per_key")
             p = bb.emit(relax.op.nn.softmax(s, axis=axis), "probs")
             o = bb.emit(relax.op.matmul(p, v), "out")
             out = bb.emit_output(relax.Tuple([o, p]) if return_probs else o)
@@ -92,6 +94,7 @@ def test_the_padded_attention_computes_the_same_numbers(scale, mask):
         ("the softmax over another axis", {"axis": 2}),
         ("the probabilities also returned", {"return_probs": True}),
         ("keys fewer than a vector", {"keys": 5}),
+        ("a divisor over the keys", {"divide_by_keys": True}),
     ],
 )
 def test_what_stays_as_it_was(what, kwargs):

@@ -5,7 +5,8 @@ scalar steps (`schedule.row_kernels` splits a reduction into vector-wide partial
 divides the row), 3x ONNX Runtime's time for that node on Zen 3. The keys are padded instead, once, in the graph:
 
     s = matmul(q, kt)               kt (..., d, n): n keys, n ragged
-    e = f(s, c, ...)                element-wise ops (a scale; a mask over the keys, padded with zeros)
+    e = f(s, c, ...)                element-wise ops (a scale; a mask over the keys, padded with zeros; not a
+                                    divisor over the keys, which the zeros would divide by)
     p = softmax(e, axis=-1)
     o = matmul(p, v)                v (..., n, dv)
 ->
@@ -83,7 +84,13 @@ def _rewrite_function(func, lanes: int):
     for var, value in bound.items():
         for read in relax.analysis.free_vars(value):
             readers.setdefault(read, []).append(var)
-    plans = [plan for var in bound if (plan := _plan(var, bound, uses, readers, lanes)) is not None]
+    plans, claimed = [], set()
+    for var in bound:
+        plan = _plan(var, bound, uses, readers, lanes)
+        owned = {plan["keys"], *plan["chain"], plan["softmax"], plan["output"]} if plan else set()
+        if plan and not owned & claimed:  # one attention's output the scores of another: the first only
+            plans.append(plan)
+            claimed |= owned
     if not plans:
         return None, []
     keys = {plan["keys"]: plan for plan in plans}  # the scores' matmul -> its plan
@@ -192,10 +199,13 @@ def _only_reader(var, bound, uses, readers):
 
 
 def _broadcasts_keys(call, n: int) -> bool:
-    """Every operand of the element-wise op has a static shape whose last axis is 1, n, or absent (a scalar)."""
-    for arg in call.args:
+    """Every operand of the element-wise op has a static shape whose last axis is 1, n, or absent (a scalar); a
+    divisor that spans the keys is refused (padded with zeros, it would divide by zero)."""
+    for k, arg in enumerate(call.args):
         shape = static_shape(arg)
         if shape is None or (shape and shape[-1] not in (1, n)):
+            return False
+        if k == 1 and _op(call) == "relax.divide" and shape and shape[-1] == n:
             return False
     return True
 
