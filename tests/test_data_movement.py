@@ -170,3 +170,31 @@ def test_a_concat_under_an_element_wise_epilogue_reads_each_input_in_vectors():
     np.testing.assert_allclose(
         got, np.maximum(np.concatenate([xa, xb], axis=3) * scale + shift, 0), rtol=1e-5, atol=1e-6
     )
+
+
+def test_a_scaled_transpose_with_padded_keys_is_tiled():
+    """A torch attention's K: heads split from a (tokens, width) projection, scaled by a scalar, transposed so the
+    tokens are innermost, and padded with zero keys to whole vectors (transform/padded_attention.py): tiled 8 x 8
+    (197 -> 200 keys: no 16-wide tile), and the numbers are numpy's."""
+    from tuner.core.target import resolve_target
+    from tuner.schedule.data_movement import movement_schedule
+
+    tokens, heads, depth = 197, 2, 8
+
+    def k_transposed(y):
+        scaled = relax.op.multiply(relax.op.permute_dims(y, [0, 2, 3, 1]), relax.const(0.5, "float32"))
+        return relax.op.nn.pad(scaled, [0, 0, 0, 0, 0, 0, 0, 3], "constant", 0.0)
+
+    mod = _module((tokens, heads * depth), (1, tokens, heads, depth), then=k_transposed)
+    (func,) = [f for f in mod.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    sch = movement_schedule(func, 8)
+    assert sch is not None
+    script = sch.mod.script()
+    assert "T.vectorized(T.int64(8))" in script and script.count("in range(T.int64(8))") == 1, script
+    spec = resolve_target("llvm")
+    mod[_kernel(mod)] = sch.mod["main"].with_attr("tirx.is_scheduled", True)
+    x = np.random.default_rng(2).standard_normal((tokens, heads * depth)).astype("float32")
+    got = relax.VirtualMachine(tvm.compile(mod, target=spec.tvm_target()), tvm.cpu())["main"](tvm.runtime.tensor(x))
+    want = np.zeros((1, heads, depth, 200), "float32")
+    want[..., :tokens] = x.reshape(1, tokens, heads, depth).transpose(0, 2, 3, 1) * 0.5
+    np.testing.assert_array_equal(got.numpy(), want)
