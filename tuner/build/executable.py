@@ -110,7 +110,7 @@ def lower_prepared(
     levers.update(pad_channels=pad_channels, winograd=winograd, flatten_pointwise=flatten_pointwise)
     levers.update(pad_attention=pad_attention)
     fused = lower(mod, target_spec, strategy, params=params, layout=layout, **levers)
-    if pad_blocks and not target_spec.is_gpu:  # matmul rows in whole register blocks (197 tokens: 198 rows)
+    if pad_blocks and not target_spec.is_gpu:  # matmul rows and columns in whole register blocks (197: 198, 200)
         lanes = vector_lanes(target_spec)
         fused = PadRegisterBlocks(lanes, registers_for(lanes))(fused)
     timings = {"import_s": t1 - t0, "fuse_s": time.perf_counter() - t1}

@@ -243,6 +243,33 @@ def rewrite_relax_functions(mod, pattern, rewrite):
     return out
 
 
+def rewrite_counting(mod, rewrite, attr: str):
+    """`rewrite(func) -> (new function or None, {kind: count})` on every Relax function of `mod`, the counts summed
+    into the module attribute `attr` (what the pass did, for the compile output, the manifest and the plan); the
+    same module when nothing was rewritten."""
+    from tvm import relax
+
+    out, totals = mod, {}
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function):
+            continue
+        new, counts = rewrite(func)
+        if new is None:
+            continue
+        out = out.clone() if out is mod else out
+        out[gv] = new
+        for kind, n in counts.items():
+            totals[kind] = totals.get(kind, 0) + n
+    return out if not totals else out.with_attr(attr, totals)
+
+
+def counted(mod, attr: str) -> dict[str, int]:
+    """The counts `rewrite_counting` kept in the module attribute `attr`; {} when the pass rewrote nothing."""
+    if mod.attrs is None or attr not in mod.attrs:
+        return {}
+    return {str(k): int(v) for k, v in mod.attrs[attr].items()}
+
+
 def region_buffer_name(region) -> str:
     """The name of a block read's buffer (its parameter's name for a kernel argument): `source` in TVM 0.27's
     TensorRegion, `buffer` in older TIR."""

@@ -125,8 +125,11 @@ def _schedule(sch, block, lanes: int) -> None:
         raise ValueError("not a rearrangement of one input")
     index = inputs[0].region[-1].min  # the input's contiguous axis, read at ...
     used = undefined_vars(index)
-    contiguous = max((k for k, it in enumerate(node.iter_vars) if any(v.same_as(it.var) for v in used)), default=None)
-    if not plain:  # padded keys run past the reshape's range, so its `(d // 64 + s) // 197` keeps s in the index
+    if plain:
+        contiguous = max(
+            (k for k, it in enumerate(node.iter_vars) if any(v.same_as(it.var) for v in used)), default=None
+        )
+    else:  # padded keys run past the reshape's range, so its `(d // 64 + s) // 197` keeps s in the index
         contiguous = _unit_stride_axis(index, node.iter_vars)
     last = len(loops) - 1
     extents = [int(it.dom.extent) for it in node.iter_vars]

@@ -44,28 +44,16 @@ def PadAttentionKeys(lanes: int):  # noqa: N802  (a TVM pass name)
 def pad_attention_keys(mod, lanes: int):
     """`mod` with each such attention rewritten (see the module's docstring), the count per size in
     `PADDED_KEYS_ATTR`; the same module when none matched."""
-    from tvm import relax
+    from tuner.core.ir import rewrite_counting
 
-    out, sizes = mod, {}
-    for gv, func in mod.functions_items():
-        if not isinstance(func, relax.Function):
-            continue
-        new, plans = _rewrite_function(func, lanes)
-        if new is None:
-            continue
-        out = out.clone() if out is mod else out
-        out[gv] = new
-        for plan in plans:
-            size = f"{plan['n']} -> {plan['padded']}"
-            sizes[size] = sizes.get(size, 0) + 1
-    return out if not sizes else out.with_attr(PADDED_KEYS_ATTR, sizes)
+    return rewrite_counting(mod, lambda func: _rewrite_function(func, lanes), PADDED_KEYS_ATTR)
 
 
 def padded_attentions(mod) -> dict[str, int]:
     """{"197 -> 200": softmaxes} for the attentions `PadAttentionKeys` rewrote."""
-    if mod.attrs is None or PADDED_KEYS_ATTR not in mod.attrs:
-        return {}
-    return {str(k): int(v) for k, v in mod.attrs[PADDED_KEYS_ATTR].items()}
+    from tuner.core.ir import counted
+
+    return counted(mod, PADDED_KEYS_ATTR)
 
 
 def attention_note(padded: dict[str, int]) -> str:
@@ -92,7 +80,7 @@ def _rewrite_function(func, lanes: int):
             plans.append(plan)
             claimed |= owned
     if not plans:
-        return None, []
+        return None, {}
     keys = {plan["keys"]: plan for plan in plans}  # the scores' matmul -> its plan
     chain = {var: plan for plan in plans for var in plan["chain"]}
     softmaxes = {plan["softmax"]: plan for plan in plans}
@@ -127,11 +115,9 @@ def _rewrite_function(func, lanes: int):
             """A chain op's operand: the padded scores as they are, one that spans the keys padded with zeros."""
             new = self.visit_expr(arg)
             shape = static_shape(arg)
-            if isinstance(arg, relax.Var) and arg in bound and (arg in keys or arg in chain):
+            if isinstance(arg, relax.Var) and (arg in keys or arg in chain):  # the padded scores already
                 return new
-            if shape and shape[-1] == plan["n"]:
-                return _pad_last(self, new, plan, -1, None)
-            return new
+            return _pad_last(self, new, plan, -1, None) if shape and shape[-1] == plan["n"] else new
 
         def _emit(self, var, call):
             call = self.builder_.normalize(call)
@@ -139,7 +125,11 @@ def _rewrite_function(func, lanes: int):
             self.builder_.emit_normalized(relax.VarBinding(new, call))
             self.set_var_remap(var, new)
 
-    return Pad().visit_expr(func), plans
+    sizes: dict[str, int] = {}
+    for plan in plans:
+        size = f"{plan['n']} -> {plan['padded']}"
+        sizes[size] = sizes.get(size, 0) + 1
+    return Pad().visit_expr(func), sizes
 
 
 def _plan(var, bound, uses, readers, lanes: int) -> dict | None:

@@ -44,27 +44,16 @@ def FlattenPointwiseConvs(lanes: int):  # noqa: N802  (a pass, named as TVM name
 def flatten_pointwise_convs(mod, lanes: int):
     """`mod` with its 1x1 convs on badly divided maps as matmuls over their pixels (see the module's docstring),
     the count per map size in `FLATTENED_ATTR`; `mod` itself when no conv qualifies."""
-    from tvm import relax
+    from tuner.core.ir import rewrite_counting
 
-    out, maps = mod, {}
-    for gv, func in mod.functions.items():
-        if not isinstance(func, relax.Function):
-            continue
-        new, counts = _flatten_function(func, lanes)
-        if new is None:
-            continue
-        out = out.clone() if out is mod else out
-        out[gv] = new
-        for size, n in counts.items():
-            maps[size] = maps.get(size, 0) + n
-    return out if not maps else out.with_attr(FLATTENED_ATTR, maps)
+    return rewrite_counting(mod, lambda func: _flatten_function(func, lanes), FLATTENED_ATTR)
 
 
 def flattened_maps(mod) -> dict[str, int]:
     """{"13x13": convs} for the convs `FlattenPointwiseConvs` rewrote."""
-    if mod.attrs is None or FLATTENED_ATTR not in mod.attrs:
-        return {}
-    return {str(k): int(v) for k, v in mod.attrs[FLATTENED_ATTR].items()}
+    from tuner.core.ir import counted
+
+    return counted(mod, FLATTENED_ATTR)
 
 
 def flattening_note(maps: dict[str, int]) -> str:
